@@ -1,0 +1,1 @@
+"""Kafka log access and the local RocksDB state of kafkacoord's shards."""

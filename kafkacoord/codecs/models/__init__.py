@@ -1,0 +1,46 @@
+"""Typed models of every record, one module per topic family."""
+
+from .base import AvroModel
+from .metadata import (
+    ControllerKey,
+    ControllerValue,
+    NodeKey,
+    NodeValue,
+    PartitionKey,
+    PartitionState,
+    PartitionValue,
+    Reassignment,
+    TopicKey,
+    TopicValue,
+)
+from .offsets import (
+    GroupMember,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+from .transport import RequestKey, RequestValue, ResponseKey, ResponseValue
+
+__all__ = [
+    "AvroModel",
+    "ControllerKey",
+    "ControllerValue",
+    "GroupMember",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "NodeKey",
+    "NodeValue",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "PartitionKey",
+    "PartitionState",
+    "PartitionValue",
+    "Reassignment",
+    "RequestKey",
+    "RequestValue",
+    "ResponseKey",
+    "ResponseValue",
+    "TopicKey",
+    "TopicValue",
+]

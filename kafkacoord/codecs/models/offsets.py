@@ -1,0 +1,68 @@
+"""Records of the group coordinator's shards (``__kc_offsets``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Self
+
+from .base import AvroModel
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey(AvroModel):
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember(AvroModel):
+    member_id: str
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue(AvroModel):
+    protocol_type: str
+    generation: int
+    state_timestamp_ms: int
+    members: tuple[GroupMember, ...]
+    protocol: str | None = None
+    leader: str | None = None
+
+    @classmethod
+    def from_avro(cls, data: dict[str, Any]) -> Self:
+        return cls(
+            protocol_type=data["protocol_type"],
+            generation=data["generation"],
+            state_timestamp_ms=data["state_timestamp_ms"],
+            members=tuple(GroupMember.from_avro(m) for m in data["members"]),
+            protocol=data["protocol"],
+            leader=data["leader"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitKey(AvroModel):
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitValue(AvroModel):
+    offset: int
+    metadata: str
+    commit_timestamp_ms: int
+    leader_epoch: int = -1
+    expire_timestamp_ms: int | None = None
+
+    def expires_at(self, retention_ms: int) -> int:
+        """Explicit expiry (old clients), else commit time plus retention (KIP-211 base)."""
+        if self.expire_timestamp_ms is not None:
+            return self.expire_timestamp_ms
+        return self.commit_timestamp_ms + retention_ms

@@ -1,0 +1,216 @@
+"""Record framing: every key and value on an internal topic.
+
+Key bytes:   ``[record type: u8][key version: u8][Avro body]``
+Value bytes: ``[value version: u16 big-endian][Avro body]``
+
+Keys are canonical (same logical key, same bytes), which compaction relies on.
+Values are written with the newest schema and read with it too; an older
+writer version is resolved by Avro schema resolution.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+from io import BytesIO
+from typing import Any, Final
+
+import fastavro
+
+from . import schemas
+from .errors import CodecError
+from .models import (
+    AvroModel,
+    ControllerKey,
+    ControllerValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    NodeKey,
+    NodeValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    PartitionKey,
+    PartitionValue,
+    RequestKey,
+    RequestValue,
+    ResponseKey,
+    ResponseValue,
+    TopicKey,
+    TopicValue,
+)
+
+
+class RecordType(IntEnum):
+    CONTROLLER = 1
+    NODE = 2
+    TOPIC = 3
+    PARTITION = 4
+    GROUP_METADATA = 10
+    OFFSET_COMMIT = 11
+    REQUEST = 20
+    RESPONSE = 21
+
+
+@dataclass(frozen=True, slots=True)
+class _Version:
+    number: int
+    schema: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSpec:
+    """How one record type is framed: its key and value classes and schema versions."""
+
+    type: RecordType
+    schema_name: str
+    key_cls: type[AvroModel]
+    value_cls: type[AvroModel]
+
+    @property
+    def key_versions(self) -> dict[int, Any]:
+        name = f"{self.schema_name}_key"
+        return {v: schemas.parsed(name, v) for v in schemas.versions(name)}
+
+    @property
+    def value_versions(self) -> dict[int, Any]:
+        name = f"{self.schema_name}_value"
+        return {v: schemas.parsed(name, v) for v in schemas.versions(name)}
+
+
+SPECS: Final[dict[RecordType, RecordSpec]] = {
+    spec.type: spec
+    for spec in (
+        RecordSpec(RecordType.CONTROLLER, "controller", ControllerKey, ControllerValue),
+        RecordSpec(RecordType.NODE, "node", NodeKey, NodeValue),
+        RecordSpec(RecordType.TOPIC, "topic", TopicKey, TopicValue),
+        RecordSpec(RecordType.PARTITION, "partition", PartitionKey, PartitionValue),
+        RecordSpec(
+            RecordType.GROUP_METADATA, "group_metadata", GroupMetadataKey, GroupMetadataValue
+        ),
+        RecordSpec(RecordType.OFFSET_COMMIT, "offset_commit", OffsetCommitKey, OffsetCommitValue),
+        RecordSpec(RecordType.REQUEST, "request", RequestKey, RequestValue),
+        RecordSpec(RecordType.RESPONSE, "response", ResponseKey, ResponseValue),
+    )
+}
+
+_BY_KEY_CLS: Final[dict[type[AvroModel], RecordSpec]] = {s.key_cls: s for s in SPECS.values()}
+_BY_VALUE_CLS: Final[dict[type[AvroModel], RecordSpec]] = {s.value_cls: s for s in SPECS.values()}
+_VALUE_HEADER = struct.Struct(">H")
+
+
+class _Codec:
+    """Per record type: parsed schemas and the current versions, resolved once."""
+
+    __slots__ = ("key_current", "key_schemas", "spec", "value_current", "value_schemas")
+
+    def __init__(self, spec: RecordSpec) -> None:
+        self.spec = spec
+        self.key_schemas = spec.key_versions
+        self.value_schemas = spec.value_versions
+        self.key_current = _Version(max(self.key_schemas), self.key_schemas[max(self.key_schemas)])
+        self.value_current = _Version(
+            max(self.value_schemas), self.value_schemas[max(self.value_schemas)]
+        )
+
+
+_CODECS: Final[dict[int, _Codec]] = {int(t): _Codec(s) for t, s in SPECS.items()}
+
+
+def _write(schema: Any, datum: dict[str, Any], header: bytes) -> bytes:
+    out = BytesIO()
+    out.write(header)
+    fastavro.schemaless_writer(out, schema, datum)
+    return out.getvalue()
+
+
+def _read(data: bytes, start: int, writer: Any, reader: Any, part: str) -> dict[str, Any]:
+    buf = BytesIO(data)
+    buf.seek(start)
+    try:
+        datum: dict[str, Any] = fastavro.schemaless_reader(buf, writer, reader)
+    except Exception as exc:  # fastavro raises many types on garbage
+        raise CodecError("Avro body does not match its schema", part=part, cause=exc) from exc
+    if buf.tell() != len(data):
+        raise CodecError(f"{len(data) - buf.tell()} trailing bytes after the Avro body", part=part)
+    return datum
+
+
+def encode_key(key: AvroModel) -> bytes:
+    spec = _BY_KEY_CLS.get(type(key))
+    if spec is None:
+        raise CodecError(f"{type(key).__name__} is not a record key", part="key")
+    codec = _CODECS[spec.type]
+    header = bytes((spec.type, codec.key_current.number))
+    return _write(codec.key_current.schema, key.to_avro(), header)
+
+
+def encode_value(value: AvroModel) -> bytes:
+    spec = _BY_VALUE_CLS.get(type(value))
+    if spec is None:
+        raise CodecError(f"{type(value).__name__} is not a record value", part="value")
+    current = _CODECS[spec.type].value_current
+    return _write(current.schema, value.to_avro(), _VALUE_HEADER.pack(current.number))
+
+
+def record_type_of(key: bytes | None) -> RecordType:
+    """The record type of raw key bytes, without decoding the body."""
+    if not key:
+        raise CodecError("empty key", part="key")
+    try:
+        return RecordType(key[0])
+    except ValueError:
+        raise CodecError(f"unknown record type tag {key[0]}", part="key") from None
+
+
+def decode_key(data: bytes | None) -> AvroModel:
+    rtype = record_type_of(data)
+    assert data is not None
+    if len(data) < 2:
+        raise CodecError("key shorter than its 2-byte header", part="key")
+    codec = _CODECS[rtype]
+    writer = codec.key_schemas.get(data[1])
+    if writer is None:
+        raise CodecError(f"unsupported key version {data[1]} for {rtype.name}", part="key")
+    reader = None if data[1] == codec.key_current.number else codec.key_current.schema
+    return codec.spec.key_cls.from_avro(_read(data, 2, writer, reader, "key"))
+
+
+def decode_value(rtype: RecordType, data: bytes) -> AvroModel:
+    if len(data) < _VALUE_HEADER.size:
+        raise CodecError("value shorter than its 2-byte header", part="value")
+    (version,) = _VALUE_HEADER.unpack_from(data)
+    codec = _CODECS[rtype]
+    writer = codec.value_schemas.get(version)
+    if writer is None:
+        raise CodecError(f"unsupported value version {version} for {rtype.name}", part="value")
+    reader = None if version == codec.value_current.number else codec.value_current.schema
+    datum = _read(data, _VALUE_HEADER.size, writer, reader, "value")
+    try:
+        return codec.spec.value_cls.from_avro(datum)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CodecError(f"value does not fit {rtype.name}", part="value", cause=exc) from exc
+
+
+def decode_record(key: bytes | None, value: bytes | None) -> tuple[AvroModel, AvroModel | None]:
+    """Decode a whole record; a ``None`` value is a tombstone."""
+    decoded_key = decode_key(key)
+    if value is None:
+        return decoded_key, None
+    return decoded_key, decode_value(RecordType(key[0]), value)  # type: ignore[index]
+
+
+def encode_record(key: AvroModel, value: AvroModel | None) -> tuple[bytes, bytes | None]:
+    return encode_key(key), None if value is None else encode_value(value)
+
+
+def encode_value_as(value: AvroModel, version: int) -> bytes:
+    """Encode with an older schema version (tests and migration tooling)."""
+    spec = _BY_VALUE_CLS[type(value)]
+    schema = _CODECS[spec.type].value_schemas[version]
+    datum = {k: v for k, v in value.to_avro().items() if _has_field(schema, k)}
+    return _write(schema, datum, _VALUE_HEADER.pack(version))
+
+
+def _has_field(schema: Any, name: str) -> bool:
+    return any(f["name"] == name for f in schema["fields"])

@@ -1,0 +1,209 @@
+"""RocksDB cache of the compacted internal topics, one key space per shard.
+
+Layout inside one RocksDB (raw bytes everywhere)::
+
+    <shard> b"d" <record key>             -> <expires_at: i64 BE> <record value>
+    <shard> b"x" <expires_at: u64 BE> <record key> -> b""
+    <shard> b"m" <name>                   -> checkpoint fields
+
+``<shard>`` is ``len(topic): u8, topic, partition: u32 BE``, so one shard is one
+contiguous range: dropping it is a single range delete. The checkpoint (next
+offset to read, topic identity, wall time) is written in the same write batch
+as the records it covers, so the cache is always a prefix of the log.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch
+
+NO_EXPIRY: Final = -1
+_I64 = struct.Struct(">q")
+_U64 = struct.Struct(">Q")
+_DATA, _INDEX, _META = b"d", b"x", b"m"
+_META_OFFSET, _META_IDENTITY, _META_WRITTEN = b"offset", b"identity", b"written_ms"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ShardId:
+    """One partition of one internal topic."""
+
+    topic: str
+    partition: int
+
+    @property
+    def prefix(self) -> bytes:
+        name = self.topic.encode()
+        if len(name) > 255:
+            raise ValueError(f"topic name too long for the cache: {self.topic!r}")
+        return bytes((len(name),)) + name + struct.pack(">I", self.partition)
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    next_offset: int
+    identity: str
+    written_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """The new state of one key: a value (with its expiry) or a tombstone."""
+
+    value: bytes | None
+    expires_at: int = NO_EXPIRY
+
+
+def _successor(prefix: bytes) -> bytes:
+    """Smallest byte string greater than every string starting with ``prefix``."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        raise ValueError("prefix has no successor")
+    return trimmed[:-1] + bytes((trimmed[-1] + 1,))
+
+
+class StateCache:
+    """The daemon's RocksDB; hands out one :class:`ShardStore` per shard."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        self._db = Rdict(str(self.path), options)
+
+    def shard(self, shard: ShardId) -> ShardStore:
+        return ShardStore(self._db, shard)
+
+    def shards(self) -> list[ShardId]:
+        """Every shard that has a checkpoint in this cache."""
+        found: list[ShardId] = []
+        it = self._db.iter()
+        it.seek_to_first()
+        while it.valid():
+            key: bytes = it.key()
+            size = key[0]
+            shard = ShardId(key[1 : 1 + size].decode(), struct.unpack_from(">I", key, 1 + size)[0])
+            found.append(shard)
+            it.seek(_successor(shard.prefix))
+        return found
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> StateCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ShardStore:
+    """Reads and atomic writes of one shard's key space."""
+
+    def __init__(self, db: Rdict, shard: ShardId) -> None:
+        self._db = db
+        self.shard = shard
+        self._prefix = shard.prefix
+        self._data = self._prefix + _DATA
+        self._index = self._prefix + _INDEX
+        self._meta = self._prefix + _META
+
+    # -- reads ---------------------------------------------------------------
+
+    def checkpoint(self) -> Checkpoint | None:
+        raw = self._db.get([self._meta + n for n in (_META_OFFSET, _META_IDENTITY, _META_WRITTEN)])
+        if raw[0] is None:
+            return None
+        return Checkpoint(_I64.unpack(raw[0])[0], raw[1].decode(), _I64.unpack(raw[2])[0])
+
+    def get(self, key: bytes) -> bytes | None:
+        stored: bytes | None = self._db.get(self._data + key)
+        return None if stored is None else stored[_I64.size :]
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        stored = self._db.get([self._data + k for k in keys])
+        return [None if s is None else s[_I64.size :] for s in stored]
+
+    def expires_at(self, key: bytes) -> int | None:
+        stored: bytes | None = self._db.get(self._data + key)
+        return None if stored is None else int(_I64.unpack_from(stored)[0])
+
+    def items(self, key_prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """(record key, record value) in key order, optionally under a key prefix."""
+        start = self._data + key_prefix
+        skip = len(self._data)
+        for key, stored in self._scan(start):
+            yield key[skip:], stored[_I64.size :]
+
+    def expiring_before(self, timestamp_ms: int) -> Iterator[tuple[int, bytes]]:
+        """(expires_at, record key) for every key expiring before ``timestamp_ms``: a range scan."""
+        skip = len(self._index)
+        end = self._index + _U64.pack(max(timestamp_ms, 0))
+        for key, _ in self._scan(self._index, end):
+            yield _U64.unpack_from(key, skip)[0], key[skip + _U64.size :]
+
+    def count(self) -> int:
+        return sum(1 for _ in self._scan(self._data))
+
+    def _scan(self, start: bytes, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        options = ReadOptions()
+        options.set_iterate_upper_bound(end if end is not None else _successor(start))
+        it = self._db.iter(options)
+        it.seek(start)
+        while it.valid():
+            yield it.key(), it.value()
+            it.next()
+
+    # -- writes --------------------------------------------------------------
+
+    def apply(
+        self,
+        changes: Mapping[bytes, Change],
+        *,
+        next_offset: int,
+        identity: str,
+        now_ms: int | None = None,
+    ) -> None:
+        """Write ``changes`` and the checkpoint in one atomic batch.
+
+        Each key's old expiry entry is removed, so the index never points at a
+        value that has since changed or gone.
+        """
+        batch = WriteBatch(raw_mode=True)
+        keys = list(changes)
+        if keys:
+            previous = self._db.get([self._data + k for k in keys])
+            for key, old in zip(keys, previous, strict=True):
+                if old is not None:
+                    old_expiry = _I64.unpack_from(old)[0]
+                    if old_expiry != NO_EXPIRY:
+                        batch.delete(self._index + _U64.pack(old_expiry) + key)
+                change = changes[key]
+                if change.value is None:
+                    if old is not None:
+                        batch.delete(self._data + key)
+                    continue
+                batch.put(self._data + key, _I64.pack(change.expires_at) + change.value)
+                if change.expires_at != NO_EXPIRY:
+                    batch.put(self._index + _U64.pack(change.expires_at) + key, b"")
+        stamp = int(time.time() * 1000) if now_ms is None else now_ms
+        batch.put(self._meta + _META_OFFSET, _I64.pack(next_offset))
+        batch.put(self._meta + _META_IDENTITY, identity.encode())
+        batch.put(self._meta + _META_WRITTEN, _I64.pack(stamp))
+        self._db.write(batch)
+
+    def clear(self) -> None:
+        """Drop the whole shard, checkpoint included (before a rebuild)."""
+        batch = WriteBatch(raw_mode=True)
+        batch.delete_range(self._prefix, _successor(self._prefix))
+        self._db.write(batch)

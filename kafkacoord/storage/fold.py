@@ -1,0 +1,202 @@
+"""Fold a chunk of raw records into the cache changes that reproduce its end state.
+
+Compaction keeps only the last record per key, so the end state of a chunk
+needs only each key's last record: keys are decoded once (and remembered),
+values only when they win. A value that fails to decode is skipped and the
+key's previous good record in the chunk wins instead, which is exactly what a
+record-by-record replay that skips poison would produce.
+
+Folds that need cross-key order (controller-epoch fencing) or strict mode
+decode every record in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import structlog
+from confluent_kafka import Message
+
+from kafkacoord.codecs import CodecError, RecordType, decode_key, decode_value
+from kafkacoord.codecs.models import AvroModel, ControllerValue, OffsetCommitValue
+
+from .cache import NO_EXPIRY, Change
+from .errors import PoisonRecordError
+
+log = structlog.get_logger(__name__)
+
+_KEY_CACHE_LIMIT = 1_000_000
+
+
+@dataclass(slots=True)
+class FoldStats:
+    records: int = 0
+    poison: int = 0
+    fenced: int = 0
+    tombstones: int = 0
+
+    def add(self, other: FoldStats) -> None:
+        self.records += other.records
+        self.poison += other.poison
+        self.fenced += other.fenced
+        self.tombstones += other.tombstones
+
+
+@dataclass
+class FoldPolicy:
+    """What a topic may hold and how its records expire."""
+
+    allowed: frozenset[RecordType]
+    expiry: Callable[[AvroModel, AvroModel], int] = field(default=lambda key, value: NO_EXPIRY)
+    # Replay in order with controller-epoch fencing (the metadata log).
+    fenced_by_controller_epoch: bool = False
+
+
+def offsets_policy(retention_ms: int) -> FoldPolicy:
+    def expiry(key: AvroModel, value: AvroModel) -> int:
+        if isinstance(value, OffsetCommitValue):
+            return value.expires_at(retention_ms)
+        return NO_EXPIRY
+
+    return FoldPolicy(
+        frozenset({RecordType.GROUP_METADATA, RecordType.OFFSET_COMMIT}), expiry=expiry
+    )
+
+
+def metadata_policy() -> FoldPolicy:
+    return FoldPolicy(
+        frozenset({RecordType.CONTROLLER, RecordType.NODE, RecordType.TOPIC, RecordType.PARTITION}),
+        fenced_by_controller_epoch=True,
+    )
+
+
+class _Poison(Exception):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class ChunkFolder:
+    """Folds chunks of one topic; keeps decoded keys across chunks."""
+
+    def __init__(
+        self, topic: str, policy: FoldPolicy, *, strict: bool = False, controller_epoch: int = -1
+    ) -> None:
+        self.topic = topic
+        self.policy = policy
+        self.strict = strict
+        self.controller_epoch = controller_epoch
+        self._keys: dict[bytes, AvroModel | str] = {}
+
+    def fold(
+        self, partition: int, messages: list[Message]
+    ) -> tuple[dict[bytes, Change], FoldStats]:
+        stats = FoldStats(records=len(messages))
+        if self.strict or self.policy.fenced_by_controller_epoch:
+            return self._fold_in_order(partition, messages, stats), stats
+        return self._fold_last_wins(partition, messages, stats), stats
+
+    # -- decoding ----------------------------------------------------------------
+
+    def _key(self, raw: bytes | None) -> AvroModel:
+        if raw is None:
+            raise _Poison("record has no key")
+        known = self._keys.get(raw)
+        if known is None:
+            try:
+                decoded: AvroModel | str = decode_key(raw)
+                if RecordType(raw[0]) not in self.policy.allowed:
+                    decoded = f"record type {RecordType(raw[0]).name} does not belong in this topic"
+            except CodecError as exc:
+                decoded = str(exc)
+            if len(self._keys) >= _KEY_CACHE_LIMIT:
+                self._keys.clear()
+            self._keys[raw] = known = decoded
+        if isinstance(known, str):
+            raise _Poison(known)
+        return known
+
+    def _change(self, raw_key: bytes, key: AvroModel, raw_value: bytes | None) -> Change:
+        if raw_value is None:
+            return Change(None)
+        try:
+            value = decode_value(RecordType(raw_key[0]), raw_value)
+        except CodecError as exc:
+            raise _Poison(str(exc)) from exc
+        return Change(raw_value, self.policy.expiry(key, value))
+
+    def _poison(self, partition: int, offset: int, reason: str, stats: FoldStats) -> None:
+        if self.strict:
+            raise PoisonRecordError(self.topic, partition, offset, reason)
+        stats.poison += 1
+        log.warning("skipped poison record", topic=self.topic, partition=partition, offset=offset,
+                    reason=reason)  # fmt: skip
+
+    # -- strategies ---------------------------------------------------------------
+
+    def _fold_last_wins(
+        self, partition: int, messages: list[Message], stats: FoldStats
+    ) -> dict[bytes, Change]:
+        last: dict[bytes | None, int] = {}
+        for index, msg in enumerate(messages):
+            last[msg.key()] = index
+        changes: dict[bytes, Change] = {}
+        for raw_key, index in last.items():
+            try:
+                key = self._key(raw_key)
+            except _Poison as bad:
+                for msg in self._with_key(messages, raw_key, index + 1):
+                    self._poison(partition, msg.offset(), bad.reason, stats)
+                continue
+            assert raw_key is not None
+            for msg in self._with_key(messages, raw_key, index + 1):
+                try:
+                    changes[raw_key] = self._change(raw_key, key, msg.value())
+                    break
+                except _Poison as bad:
+                    self._poison(partition, msg.offset(), bad.reason, stats)
+        stats.tombstones = sum(1 for c in changes.values() if c.value is None)
+        return changes
+
+    @staticmethod
+    def _with_key(messages: list[Message], raw_key: bytes | None, end: int) -> Iterable[Message]:
+        """Messages with ``raw_key`` before ``end``, newest first (only walked on poison)."""
+        yield messages[end - 1]
+        for index in range(end - 2, -1, -1):
+            if messages[index].key() == raw_key:
+                yield messages[index]
+
+    def _fold_in_order(
+        self, partition: int, messages: list[Message], stats: FoldStats
+    ) -> dict[bytes, Change]:
+        changes: dict[bytes, Change] = {}
+        fenced = self.policy.fenced_by_controller_epoch
+        for msg in messages:
+            raw_key = msg.key()
+            try:
+                key = self._key(raw_key)
+                assert raw_key is not None
+                raw_value = msg.value()
+                if raw_value is None:
+                    changes[raw_key] = Change(None)
+                    continue
+                value = decode_value(RecordType(raw_key[0]), raw_value)
+            except (_Poison, CodecError) as bad:
+                self._poison(partition, msg.offset(), getattr(bad, "reason", str(bad)), stats)
+                continue
+            if fenced and not self._admit(value):
+                stats.fenced += 1
+                continue
+            changes[raw_key] = Change(raw_value, self.policy.expiry(key, value))
+        stats.tombstones = sum(1 for c in changes.values() if c.value is None)
+        return changes
+
+    def _admit(self, value: AvroModel) -> bool:
+        """DESIGN §4: drop decisions of a controller older than the newest one seen."""
+        if isinstance(value, ControllerValue):
+            if value.epoch < self.controller_epoch:
+                return False
+            self.controller_epoch = value.epoch
+            return True
+        epoch = getattr(value, "controller_epoch", None)
+        return epoch is None or epoch >= self.controller_epoch

@@ -1,0 +1,158 @@
+"""The internal topics: their specs, creation, and verification of existing ones."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import structlog
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from .errors import TopicConfigError
+
+log = structlog.get_logger(__name__)
+
+COMPACT = "compact"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+    # A compacted topic holds state; its partition count can never change.
+    fixed_partitions: bool = True
+
+    @property
+    def cleanup_policy(self) -> str:
+        return self.configs.get("cleanup.policy", "delete")
+
+
+@dataclass(frozen=True, slots=True)
+class InternalTopics:
+    """Names and specs of kafkacoord's topics under one prefix (DESIGN §2)."""
+
+    prefix: str = "__kc_"
+    offsets_partitions: int = 50
+    responses_partitions: int = 8
+    offsets_segment_bytes: int = 100 * 1024 * 1024
+    request_retention_ms: int = 10 * 60 * 1000
+
+    @property
+    def metadata(self) -> str:
+        return f"{self.prefix}metadata"
+
+    @property
+    def offsets(self) -> str:
+        return f"{self.prefix}offsets"
+
+    @property
+    def group_requests(self) -> str:
+        return f"{self.prefix}group_requests"
+
+    @property
+    def controller_requests(self) -> str:
+        return f"{self.prefix}controller_requests"
+
+    @property
+    def responses(self) -> str:
+        return f"{self.prefix}responses"
+
+    def specs(self) -> list[TopicSpec]:
+        short = {"cleanup.policy": "delete", "retention.ms": str(self.request_retention_ms)}
+        return [
+            TopicSpec(self.metadata, 1, {"cleanup.policy": COMPACT}),
+            TopicSpec(
+                self.offsets,
+                self.offsets_partitions,
+                {
+                    "cleanup.policy": COMPACT,
+                    "segment.bytes": str(self.offsets_segment_bytes),
+                    "compression.type": "uncompressed",
+                },
+            ),
+            TopicSpec(self.group_requests, self.offsets_partitions, short),
+            TopicSpec(self.controller_requests, 1, short),
+            TopicSpec(self.responses, self.responses_partitions, short, fixed_partitions=False),
+        ]
+
+
+def ensure_topics(
+    admin: AdminClient,
+    specs: Iterable[TopicSpec],
+    *,
+    replication_factor: int,
+    timeout_s: float = 30.0,
+) -> dict[str, str]:
+    """Create missing topics, verify existing ones; return each topic's identity.
+
+    A topic whose cleanup policy or partition count is wrong raises
+    :class:`TopicConfigError` naming the topic and the fix. Nothing is altered.
+    """
+    specs = list(specs)
+    existing = admin.list_topics(timeout=timeout_s).topics
+    missing = [s for s in specs if s.name not in existing]
+    if missing:
+        _create(admin, missing, replication_factor, timeout_s)
+    present = [s for s in specs if s.name in existing]
+    if present:
+        _verify(
+            admin, present, {s.name: len(existing[s.name].partitions) for s in present}, timeout_s
+        )
+    return topic_identities(admin, [s.name for s in specs], timeout_s)
+
+
+def _create(admin: AdminClient, specs: list[TopicSpec], rf: int, timeout_s: float) -> None:
+    new = [NewTopic(s.name, s.partitions, rf, config=dict(s.configs)) for s in specs]
+    for name, future in admin.create_topics(new, request_timeout=timeout_s).items():
+        try:
+            future.result()
+            log.info("created internal topic", topic=name, replication_factor=rf)
+        except KafkaException as exc:
+            # Another daemon may have won the race; verification below covers it.
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+    _verify(admin, specs, _partition_counts(admin, [s.name for s in specs], timeout_s), timeout_s)
+
+
+def _partition_counts(admin: AdminClient, names: list[str], timeout_s: float) -> dict[str, int]:
+    topics = admin.list_topics(timeout=timeout_s).topics
+    return {n: len(topics[n].partitions) for n in names if n in topics}
+
+
+def _verify(
+    admin: AdminClient, specs: list[TopicSpec], partitions: Mapping[str, int], timeout_s: float
+) -> None:
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, s.name) for s in specs]
+    described = admin.describe_configs(resources, request_timeout=timeout_s)
+    configs = {res.name: future.result() for res, future in described.items()}
+    problems: list[str] = []
+    for spec in specs:
+        entries = configs.get(spec.name, {})
+        # Brokers that return only explicitly set configs imply Kafka's default, delete.
+        policy = entries["cleanup.policy"].value if "cleanup.policy" in entries else "delete"
+        if set(policy.split(",")) != set(spec.cleanup_policy.split(",")):
+            problems.append(
+                f"topic {spec.name!r} has cleanup.policy={policy} but needs "
+                f"{spec.cleanup_policy}. Fix: kafka-configs --alter --entity-type topics "
+                f"--entity-name {spec.name} --add-config cleanup.policy={spec.cleanup_policy}"
+            )
+        count = partitions.get(spec.name)
+        if count is not None and spec.fixed_partitions and count != spec.partitions:
+            problems.append(
+                f"topic {spec.name!r} has {count} partitions but kafkacoord is configured for "
+                f"{spec.partitions}. Groups and requests hash onto the partition count, so it "
+                f"cannot change: set the partition setting to {count}, or delete the topic "
+                f"(losing its state) to recreate it"
+            )
+    if problems:
+        raise TopicConfigError("; ".join(problems))
+
+
+def topic_identities(
+    admin: AdminClient, names: list[str], timeout_s: float = 30.0
+) -> dict[str, str]:
+    """Topic ids; a topic deleted and recreated gets a new one."""
+    described = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
+    return {name: str(future.result().topic_id) for name, future in described.items()}
