@@ -1,0 +1,71 @@
+"""The ``kafkacoord`` command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from kafkacoord import __version__
+from kafkacoord.storage.errors import StorageError
+
+from . import logs
+from .settings import load_settings
+
+app = typer.Typer(
+    name="kafkacoord",
+    help="Kafka's controller and group coordinator, with all state stored on Kafka.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", "-c", help="TOML config file (also $KAFKACOORD_CONFIG).", show_default=False
+    ),
+]
+
+
+@app.command()
+def daemon(
+    config: ConfigOption = None,
+    bootstrap: Annotated[
+        str | None, typer.Option(help="Kafka bootstrap servers; omit for the embedded broker.")
+    ] = None,
+    node_id: Annotated[int | None, typer.Option(help="This daemon's node id.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Cache and log directory.")] = None,
+    strict: Annotated[
+        bool | None, typer.Option("--strict/--lenient", help="Stop on poison records.")
+    ] = None,
+) -> None:
+    """Run the daemon until SIGINT or SIGTERM."""
+    from .daemon import Daemon
+
+    try:
+        settings = load_settings(
+            config, bootstrap=bootstrap, node_id=node_id, data_dir=data_dir, strict_records=strict
+        )
+    except (ValidationError, FileNotFoundError) as exc:
+        typer.echo(f"error: invalid configuration: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    logs.configure(settings.log_level, settings.log_format)
+    try:
+        code = Daemon(settings).run()
+    except StorageError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    raise typer.Exit(code)
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    typer.echo(f"kafkacoord {__version__}")
+
+
+def main() -> None:
+    sys.exit(app())

@@ -1,0 +1,146 @@
+"""The kafkacoord daemon: broker connection, internal topics, cache, shard loading.
+
+Later layers (controller, group shards) plug in after the shards are loaded.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from types import FrameType
+
+import structlog
+
+from kafkacoord.storage.broker import EmbeddedBroker
+from kafkacoord.storage.cache import StateCache
+from kafkacoord.storage.clients import admin_client, broker_count, replay_consumer
+from kafkacoord.storage.errors import StorageError
+from kafkacoord.storage.fold import FoldPolicy, metadata_policy, offsets_policy
+from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
+from kafkacoord.storage.topics import ensure_topics
+
+from .settings import Settings
+
+log = structlog.get_logger(__name__)
+
+
+class CacheLockedError(StorageError):
+    """Another process holds the RocksDB cache."""
+
+
+@dataclass
+class DaemonState:
+    bootstrap: str = ""
+    identities: dict[str, str] = field(default_factory=dict)
+    loads: dict[str, dict[int, ShardLoad]] = field(default_factory=dict)
+    ready: bool = False
+
+
+class Daemon:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.state = DaemonState()
+        self._stop = threading.Event()
+        self._broker: EmbeddedBroker | None = None
+        self._cache: StateCache | None = None
+
+    def run(self) -> int:
+        """Start, serve until SIGINT/SIGTERM, stop. Returns the process exit code."""
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._on_signal)
+        try:
+            self.start()
+            self._stop.wait()
+        finally:
+            self.stop()
+        return 0
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        log.info("stopping", signal=signal.Signals(signum).name)
+        self._stop.set()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def start(self) -> None:
+        s = self.settings
+        started = time.monotonic()
+        s.data_dir.mkdir(parents=True, exist_ok=True)
+        bootstrap = s.bootstrap or self._start_embedded_broker()
+        self.state.bootstrap = bootstrap
+        admin = admin_client(bootstrap, f"kafkacoord-{s.node_id}-admin")
+        brokers = broker_count(admin, bootstrap)
+        rf = min(s.offsets_replication_factor, brokers)
+
+        self.state.identities = ensure_topics(admin, s.topics.specs(), replication_factor=rf)
+        self._cache = self._open_cache()
+        topics = s.topics
+        self._load(topics.metadata, [0], metadata_policy())
+        self._load(
+            topics.offsets, range(s.offsets_partitions), offsets_policy(s.offsets_retention_ms)
+        )
+        self.state.ready = True
+        offsets = self.state.loads[topics.offsets].values()
+        log.info(
+            "daemon ready",
+            node_id=s.node_id,
+            bootstrap=bootstrap,
+            shards=len(offsets) + 1,
+            records_replayed=sum(load.stats.records for load in offsets),
+            poison_skipped=sum(load.stats.poison for load in offsets),
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    def _start_embedded_broker(self) -> str:
+        s = self.settings
+        self._broker = EmbeddedBroker(
+            port=s.embedded_broker_port, log_path=s.data_dir / "tansu.log"
+        )
+        self._broker.start()
+        return self._broker.bootstrap
+
+    def _open_cache(self) -> StateCache:
+        path = self.settings.data_dir / "cache"
+        try:
+            return StateCache(path)
+        except Exception as exc:
+            if "lock" in str(exc).lower():
+                raise CacheLockedError(
+                    f"the cache at {path} is in use by another process; give each daemon "
+                    "its own KAFKACOORD_DATA_DIR"
+                ) from exc
+            raise
+
+    def _load(self, topic: str, partitions: range | list[int], policy: FoldPolicy) -> None:
+        assert self._cache is not None
+        s = self.settings
+        recovery = ShardRecovery(
+            self._cache,
+            lambda: replay_consumer(
+                self.state.bootstrap,
+                f"kafkacoord-{s.node_id}-loader",
+                **{"auto.offset.reset": "error"},
+            ),
+            topic,
+            policy,
+            strict=s.strict_records,
+            chunk_records=s.load_chunk_records,
+            progress_interval_s=s.load_progress_interval_s,
+        )
+        self.state.loads[topic] = loads = recovery.recover(partitions, self.state.identities[topic])
+        for load in loads.values():
+            if load.stats.records or load.rebuilt:
+                log.info("shard loaded", shard=str(load.shard), records=load.stats.records,
+                         poison=load.stats.poison, rebuilt=load.rebuilt,
+                         next_offset=load.next_offset, seconds=round(load.seconds, 3))  # fmt: skip
+
+    def stop(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+        if self._broker is not None:
+            self._broker.stop()
+            self._broker = None
+        log.info("daemon stopped")

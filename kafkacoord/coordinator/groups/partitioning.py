@@ -1,0 +1,65 @@
+"""Which group-metadata partition owns a group (DESIGN.md §6, seed 003).
+
+Kafka maps a group to a partition of its offsets topic with::
+
+    Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions
+
+(``GroupMetadataManager.partitionFor`` in the Scala coordinator,
+``GroupCoordinatorService.partitionFor`` in the Java one). The pieces are reproduced exactly:
+
+- ``String.hashCode()`` is ``s[0]*31^(n-1) + ... + s[n-1]`` in wrapping 32-bit arithmetic over
+  the string's UTF-16 *code units*, so a character outside the Basic Multilingual Plane (an
+  emoji, say) contributes its two surrogates (:func:`java_string_hash`).
+- ``org.apache.kafka.common.utils.Utils.abs(n)`` is ``Math.abs(n)`` except that
+  ``Integer.MIN_VALUE`` maps to ``0`` (``Math.abs`` would return ``MIN_VALUE`` itself)
+  (:func:`kafka_abs`). It is *not* ``n & 0x7fffffff`` (that is ``Utils.toPositive``, used by the
+  producer's partitioner): ``"Hello World"`` hashes to ``-862545276``, and ``Utils.abs`` gives
+  ``862545276`` where the mask would give ``1284938372``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["INT32_MIN", "java_string_hash", "kafka_abs", "partition_for"]
+
+INT32_MIN = -(2**31)
+_MASK32 = 0xFFFFFFFF
+
+
+def _to_int32(value: int) -> int:
+    value &= _MASK32
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode()`` of ``s``, as a signed 32-bit int.
+
+    Computed over UTF-16 code units: ``"\\U0001F600"`` (an emoji, one code point) is the two
+    units ``0xD83D 0xDE00`` and hashes to ``0xD83D * 31 + 0xDE00 == 1772899``. Lone surrogates
+    (which Python strings may hold) count as the single code unit they are.
+    """
+    data = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK32
+    return _to_int32(h)
+
+
+def kafka_abs(n: int) -> int:
+    """Kafka's ``Utils.abs`` on a 32-bit int: ``abs(n)``, except ``Integer.MIN_VALUE`` -> ``0``."""
+    n = _to_int32(n)
+    return 0 if n == INT32_MIN else abs(n)
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """The offsets-topic partition that owns ``group_id``.
+
+    ``Utils.abs(groupId.hashCode()) % numPartitions``. A group id whose hash is
+    ``Integer.MIN_VALUE`` (e.g. ``"polygenelubricants"``) lands on partition 0.
+
+    Raises ``ValueError`` unless ``num_partitions`` is a positive int.
+    """
+    if isinstance(num_partitions, bool) or not isinstance(num_partitions, int):
+        raise ValueError(f"num_partitions must be an int, got {num_partitions!r}")
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    return kafka_abs(java_string_hash(group_id)) % num_partitions

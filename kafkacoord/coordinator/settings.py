@@ -1,0 +1,94 @@
+"""Daemon configuration: defaults, then a TOML file, then ``KAFKACOORD_*`` env vars, then flags."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from kafkacoord.storage.topics import InternalTopics
+
+CONFIG_ENV = "KAFKACOORD_CONFIG"
+
+
+class Settings(BaseSettings):
+    """Every setting; the Kafka broker config each mirrors is named in its description."""
+
+    model_config = SettingsConfigDict(env_prefix="KAFKACOORD_", extra="forbid")
+
+    bootstrap: str | None = Field(
+        None, description="Kafka bootstrap servers; unset starts the embedded broker."
+    )
+    node_id: int = Field(0, ge=0, description="This daemon's node id (broker.id).")
+    rack: str | None = Field(None, description="This daemon's rack (broker.rack).")
+    data_dir: Path = Field(Path("var/kafkacoord"), description="RocksDB cache and broker logs.")
+    topic_prefix: str = Field("__kc_", min_length=1, description="Prefix of the internal topics.")
+    offsets_partitions: int = Field(50, ge=1, description="offsets.topic.num.partitions")
+    offsets_replication_factor: int = Field(
+        3, ge=1, description="offsets.topic.replication.factor (capped at the broker count)."
+    )
+    offsets_segment_bytes: int = Field(104857600, ge=1, description="offsets.topic.segment.bytes")
+    offsets_retention_minutes: int = Field(10080, ge=1, description="offsets.retention.minutes")
+    responses_partitions: int = Field(8, ge=1, description="Partitions of the responses topic.")
+    request_retention_ms: int = Field(
+        600_000, ge=1000, description="retention.ms of request topics."
+    )
+    load_chunk_records: int = Field(
+        200_000, ge=1, description="Records folded per atomic cache write while loading."
+    )
+    load_progress_interval_s: float = Field(2.0, gt=0, description="Seconds between load progress lines.")
+    strict_records: bool = Field(False, description="Stop on a poison record instead of skipping.")
+    embedded_broker_port: int | None = Field(None, description="Port of the embedded broker.")
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["console", "json"] = "console"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if settings_cls.model_config.get("toml_file"):
+            sources.append(TomlConfigSettingsSource(settings_cls))
+        return tuple(sources)
+
+    @property
+    def topics(self) -> InternalTopics:
+        return InternalTopics(
+            prefix=self.topic_prefix,
+            offsets_partitions=self.offsets_partitions,
+            responses_partitions=self.responses_partitions,
+            offsets_segment_bytes=self.offsets_segment_bytes,
+            request_retention_ms=self.request_retention_ms,
+        )
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60_000
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from a TOML file (or ``$KAFKACOORD_CONFIG``), env vars and explicit overrides."""
+    if config_file is None and os.environ.get(CONFIG_ENV):
+        config_file = Path(os.environ[CONFIG_ENV])
+    cls: type[Settings] = Settings
+    if config_file is not None:
+        if not config_file.is_file():
+            raise FileNotFoundError(f"config file not found: {config_file}")
+        # A subclass per file keeps the file out of global state.
+        config = SettingsConfigDict(**{**Settings.model_config, "toml_file": config_file})
+        cls = type("FileSettings", (Settings,), {"model_config": config})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return cls(**given)

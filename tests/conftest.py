@@ -1,0 +1,33 @@
+"""Shared fixtures: a real Kafka-compatible broker for every integration test.
+
+``KAFKACOORD_BOOTSTRAP`` points the tests at an existing cluster (Apache Kafka,
+say); otherwise one embedded tansu broker serves the whole session.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafkacoord.storage.broker import EmbeddedBroker
+
+
+@pytest.fixture(scope="session")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    external = os.environ.get("KAFKACOORD_BOOTSTRAP")
+    if external:
+        yield external
+        return
+    log_dir: Path = tmp_path_factory.mktemp("broker")
+    with EmbeddedBroker(log_path=log_dir / "tansu.log") as broker:
+        yield broker.bootstrap
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A topic prefix of its own for each test, so tests never share state."""
+    return f"t{uuid.uuid4().hex[:10]}_"

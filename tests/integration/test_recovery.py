@@ -1,0 +1,235 @@
+"""Loader and cache against a real broker: tombstones, checkpoints, recreation, poison."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from kafkacoord.codecs import RecordType, encode_key, encode_value
+from kafkacoord.codecs.models import (
+    ControllerKey,
+    ControllerValue,
+    NodeKey,
+    NodeValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+from kafkacoord.storage.cache import ShardId, StateCache
+from kafkacoord.storage.clients import admin_client, replay_consumer
+from kafkacoord.storage.errors import PoisonRecordError
+from kafkacoord.storage.fold import metadata_policy, offsets_policy
+from kafkacoord.storage.recovery import ShardRecovery
+from kafkacoord.storage.topics import InternalTopics, ensure_topics, topic_identities
+
+from .helpers import append_all, expected_state, read_partition
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+RETENTION_MS = 7 * 24 * 3600 * 1000
+OFFSETS_TYPES = {RecordType.GROUP_METADATA, RecordType.OFFSET_COMMIT}
+
+
+def commit(group: str, partition: int, offset: int, ts: int = 1_000) -> tuple[bytes, bytes]:
+    return (
+        encode_key(OffsetCommitKey(group, "orders", partition)),
+        encode_value(OffsetCommitValue(offset, f"m{offset}", ts)),
+    )
+
+
+def workload(seed: int, count: int, keys: int) -> list[tuple[int, bytes, bytes | None]]:
+    """Commits over a few keys per partition, with overwrites and tombstones."""
+    rng = random.Random(seed)
+    records: list[tuple[int, bytes, bytes | None]] = []
+    for i in range(count):
+        key, value = commit(f"g{rng.randrange(keys)}", rng.randrange(4), i)
+        records.append((rng.randrange(PARTITIONS), key, None if rng.random() < 0.1 else value))
+    return records
+
+
+class Env:
+    def __init__(self, bootstrap: str, prefix: str, tmp_path: Path) -> None:
+        self.bootstrap = bootstrap
+        self.topics = InternalTopics(prefix=prefix, offsets_partitions=PARTITIONS)
+        self.admin: AdminClient = admin_client(bootstrap)
+        self.identities = ensure_topics(self.admin, self.topics.specs(), replication_factor=1)
+        self.cache_path = tmp_path / "cache"
+        self.cache = StateCache(self.cache_path)
+
+    def recovery(self, topic: str | None = None, **kwargs: object) -> ShardRecovery:
+        topic = topic or self.topics.offsets
+        policy = metadata_policy() if topic == self.topics.metadata else offsets_policy(RETENTION_MS)
+        return ShardRecovery(
+            self.cache,
+            lambda: replay_consumer(self.bootstrap, "test-loader", **{"auto.offset.reset": "error"}),
+            topic,
+            policy,
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+    def identity(self, topic: str | None = None) -> str:
+        topic = topic or self.topics.offsets
+        return topic_identities(self.admin, [topic])[topic]
+
+    def assert_matches_log(self, topic: str | None = None, partitions: int = PARTITIONS) -> None:
+        topic = topic or self.topics.offsets
+        for p in range(partitions):
+            expected = expected_state(read_partition(self.bootstrap, topic, p), OFFSETS_TYPES)
+            assert dict(self.cache.shard(ShardId(topic, p)).items()) == expected, f"{topic}-{p}"
+
+
+@pytest.fixture
+def env(bootstrap: str, prefix: str, tmp_path: Path) -> Env:
+    return Env(bootstrap, prefix, tmp_path)
+
+
+def test_load_replays_overwrites_and_tombstones_to_the_high_watermark(env: Env) -> None:
+    records = workload(seed=1, count=3_000, keys=40)
+    append_all(env.bootstrap, env.topics.offsets, records)
+    loads = env.recovery(chunk_records=500).recover(range(PARTITIONS), env.identity())
+    for p, load in loads.items():
+        assert load.high_watermark == sum(1 for r in records if r[0] == p)
+        assert load.next_offset == load.high_watermark
+        assert load.stats.poison == 0
+    assert sum(load.stats.records for load in loads.values()) == len(records)
+    assert sum(load.stats.tombstones for load in loads.values()) > 0
+    env.assert_matches_log()
+
+
+def test_restart_replays_only_from_the_checkpoint(env: Env) -> None:
+    append_all(env.bootstrap, env.topics.offsets, workload(seed=2, count=2_000, keys=30))
+    first = env.recovery().recover(range(PARTITIONS), env.identity())
+    env.cache.close()
+
+    delta = workload(seed=3, count=150, keys=30)
+    append_all(env.bootstrap, env.topics.offsets, delta)
+    env.cache = StateCache(env.cache_path)
+    second = env.recovery().recover(range(PARTITIONS), env.identity())
+    for p in range(PARTITIONS):
+        assert second[p].start_offset == first[p].next_offset
+        assert second[p].stats.records == sum(1 for r in delta if r[0] == p)
+        assert second[p].rebuilt is None
+    env.assert_matches_log()
+
+
+def test_recreated_topic_is_detected_and_the_shard_rebuilt(env: Env) -> None:
+    append_all(env.bootstrap, env.topics.offsets, workload(seed=4, count=500, keys=20))
+    env.recovery().recover(range(PARTITIONS), env.identity())
+    old_identity = env.identity()
+
+    for future in env.admin.delete_topics([env.topics.offsets]).values():
+        future.result()
+    ensure_topics(env.admin, env.topics.specs(), replication_factor=1)
+    assert env.identity() != old_identity
+    # Fewer records than before, under new keys: nothing old may survive.
+    key, value = commit("fresh", 0, 1)
+    append_all(env.bootstrap, env.topics.offsets, [(0, key, value)])
+
+    loads = env.recovery().recover(range(PARTITIONS), env.identity())
+    assert all(load.rebuilt == "topic recreated (new identity)" for load in loads.values())
+    assert dict(env.cache.shard(ShardId(env.topics.offsets, 0)).items()) == {key: value}
+    assert env.cache.shard(ShardId(env.topics.offsets, 1)).count() == 0
+    env.assert_matches_log()
+
+
+def test_log_behind_the_checkpoint_triggers_a_rebuild(env: Env) -> None:
+    append_all(env.bootstrap, env.topics.offsets, workload(seed=5, count=300, keys=10))
+    identity = env.identity()
+    env.recovery().recover(range(PARTITIONS), identity)
+    store = env.cache.shard(ShardId(env.topics.offsets, 0))
+    checkpoint = store.checkpoint()
+    assert checkpoint is not None
+    # A checkpoint past the log end (a broker that lost data under the same id).
+    store.apply({}, next_offset=checkpoint.next_offset + 1_000, identity=identity)
+
+    loads = env.recovery().recover(range(PARTITIONS), identity)
+    assert loads[0].rebuilt == "log behind checkpoint"
+    assert loads[0].next_offset == checkpoint.next_offset
+    assert loads[1].rebuilt is None
+    env.assert_matches_log()
+
+
+def test_checkpoint_older_than_delete_retention_is_rebuilt(env: Env) -> None:
+    append_all(env.bootstrap, env.topics.offsets, workload(seed=6, count=200, keys=10))
+    env.recovery(clock_ms=lambda: 1_000).recover(range(PARTITIONS), env.identity())
+    day_later = 1_000 + 24 * 3600 * 1000 + 1
+    loads = env.recovery(clock_ms=lambda: day_later).recover(range(PARTITIONS), env.identity())
+    assert {load.rebuilt for load in loads.values()} == {"checkpoint older than delete.retention.ms"}
+    env.assert_matches_log()
+
+
+def test_poison_records_are_counted_skipped_and_fatal_in_strict_mode(env: Env) -> None:
+    good_key, good_value = commit("g", 0, 5)
+    later_key, later_value = commit("g", 1, 6)
+    node = (encode_key(NodeKey(1)), encode_value(NodeValue(1, "i", 1, False, 1, 1)))
+    poison: list[tuple[int, bytes | None, bytes | None]] = [
+        (0, good_key, good_value),
+        (0, b"\x63\x01garbage", b"\x00\x02zz"),  # unknown record type
+        (0, good_key, good_value[:-3]),  # truncated value: the previous value stands
+        (0, good_key[:3], good_value),  # truncated key
+        (0, None, good_value),  # no key
+        (0, good_key, b"\x00\x63" + good_value[2:]),  # unknown schema version
+        (0, node[0], node[1]),  # a metadata record in the offsets topic
+        (0, later_key, later_value),
+    ]
+    append_all(env.bootstrap, env.topics.offsets, poison)
+
+    loads = env.recovery().recover([0], env.identity())
+    assert loads[0].stats.poison == 6
+    assert loads[0].next_offset == len(poison)
+    assert dict(env.cache.shard(ShardId(env.topics.offsets, 0)).items()) == {
+        good_key: good_value,
+        later_key: later_value,
+    }
+
+    strict_cache = StateCache(env.cache_path.with_name("strict"))
+    strict = ShardRecovery(
+        strict_cache,
+        lambda: replay_consumer(env.bootstrap, "strict", **{"auto.offset.reset": "error"}),
+        env.topics.offsets,
+        offsets_policy(RETENTION_MS),
+        strict=True,
+    )
+    with pytest.raises(PoisonRecordError, match=rf"{env.topics.offsets}-0@1"):
+        strict.recover([0], env.identity())
+    # The strict failure wrote nothing past the poison record.
+    checkpoint = strict_cache.shard(ShardId(env.topics.offsets, 0)).checkpoint()
+    assert checkpoint is None or checkpoint.next_offset <= 1
+
+
+def test_metadata_replay_ignores_a_stale_controllers_late_writes(env: Env) -> None:
+    topic = env.topics.metadata
+    node_key = encode_key(NodeKey(3))
+
+    def node(epoch: int, rack: str) -> bytes:
+        return encode_value(NodeValue(3, "inc", 1, False, 1, controller_epoch=epoch, rack=rack))
+
+    def controller(epoch: int) -> bytes:
+        return encode_value(ControllerValue(epoch, epoch, f"inc{epoch}", epoch))
+
+    records: list[tuple[int, bytes | None, bytes | None]] = [
+        (0, encode_key(ControllerKey()), controller(1)),
+        (0, node_key, node(1, "a")),
+        (0, encode_key(ControllerKey()), controller(2)),
+        (0, node_key, node(2, "b")),
+        (0, node_key, node(1, "zombie")),  # late write of the epoch-1 controller
+    ]
+    append_all(env.bootstrap, topic, records)
+    loads = env.recovery(topic).recover([0], env.identity(topic))
+    assert loads[0].stats.fenced == 1
+    assert env.cache.shard(ShardId(topic, 0)).get(node_key) == node(2, "b")
+
+    # The fence survives a restart: the next load starts from the cached epoch.
+    append_all(env.bootstrap, topic, [(0, node_key, node(1, "zombie2"))])
+    again = env.recovery(topic).recover([0], env.identity(topic))
+    assert again[0].stats.fenced == 1
+    assert env.cache.shard(ShardId(topic, 0)).get(node_key) == node(2, "b")
+
+
+def test_empty_partitions_load_at_once(env: Env) -> None:
+    loads = env.recovery().recover(range(PARTITIONS), env.identity())
+    assert all(load.high_watermark == 0 and load.stats.records == 0 for load in loads.values())
+    assert all(env.cache.shard(load.shard).checkpoint() is not None for load in loads.values())
