@@ -1,0 +1,149 @@
+"""The daemon as a process: readiness, clean shutdown, and kill -9 in the middle of a load."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkacoord.codecs import encode_key, encode_value
+from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
+from kafkacoord.storage.cache import ShardId, StateCache
+from kafkacoord.storage.clients import admin_client
+from kafkacoord.storage.topics import InternalTopics, ensure_topics
+
+from .helpers import append_all, expected_state, read_partition
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+
+
+class DaemonProcess:
+    """``python -m kafkacoord daemon`` with JSON logs collected line by line."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kafkacoord", "daemon"],
+            env={**os.environ, **env},
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        self.events: list[dict[str, Any]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            try:
+                self.events.append(json.loads(line))
+            except json.JSONDecodeError:
+                self.events.append({"event": line.rstrip()})
+
+    def wait_for(self, event: str, timeout_s: float = 60, **fields: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for entry in list(self.events):
+                if entry.get("event") == event and all(entry.get(k) == v for k, v in fields.items()):
+                    return entry
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.01)
+        raise AssertionError(f"no {event!r} event; log: {self.events[-20:]}")
+
+    def has(self, event: str) -> bool:
+        return any(e.get("event") == event for e in list(self.events))
+
+
+@pytest.fixture
+def daemon_env(bootstrap: str, prefix: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    yield {
+        "KAFKACOORD_BOOTSTRAP": bootstrap,
+        "KAFKACOORD_TOPIC_PREFIX": prefix,
+        "KAFKACOORD_OFFSETS_PARTITIONS": str(PARTITIONS),
+        "KAFKACOORD_DATA_DIR": str(tmp_path / "node"),
+        "KAFKACOORD_LOG_FORMAT": "json",
+        "KAFKACOORD_LOAD_CHUNK_RECORDS": "1000",
+        "KAFKACOORD_LOAD_PROGRESS_INTERVAL_S": "0.05",
+    }
+
+
+def test_daemon_reports_ready_and_stops_cleanly_on_sigterm(daemon_env: dict[str, str]) -> None:
+    daemon = DaemonProcess(daemon_env)
+    ready = daemon.wait_for("daemon ready")
+    assert ready["shards"] == PARTITIONS + 1
+    daemon.process.send_signal(signal.SIGTERM)
+    assert daemon.process.wait(30) == 0
+    assert daemon.has("daemon stopped")
+
+
+def test_wrong_topic_config_stops_the_daemon_with_a_clear_error(
+    bootstrap: str, prefix: str, daemon_env: dict[str, str]
+) -> None:
+    ensure_topics(
+        admin_client(bootstrap), InternalTopics(prefix=prefix, offsets_partitions=2).specs(),
+        replication_factor=1,
+    )  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "kafkacoord", "daemon"],
+        env={**os.environ, **daemon_env}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert f"'{prefix}offsets' has 2 partitions" in result.stderr
+
+
+def test_kill_9_mid_load_leaves_a_consistent_cache_and_restart_resumes(
+    bootstrap: str, prefix: str, daemon_env: dict[str, str], tmp_path: Path
+) -> None:
+    topics = InternalTopics(prefix=prefix, offsets_partitions=PARTITIONS)
+    ensure_topics(admin_client(bootstrap), topics.specs(), replication_factor=1)
+    rng = random.Random(9)
+    records = []
+    for i in range(200_000):
+        key = encode_key(OffsetCommitKey(f"g{rng.randrange(500)}", "t", rng.randrange(8)))
+        value = None if rng.random() < 0.05 else encode_value(OffsetCommitValue(i, "", i))
+        records.append((rng.randrange(PARTITIONS), key, value))
+    append_all(bootstrap, topics.offsets, records)
+    logs = {p: read_partition(bootstrap, topics.offsets, p) for p in range(PARTITIONS)}
+
+    daemon = DaemonProcess(daemon_env)
+    daemon.wait_for("loading", topic=topics.offsets)
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait(30)
+    assert not daemon.has("daemon ready"), "the load finished before the kill; nothing was tested"
+
+    cache_path = tmp_path / "node" / "cache"
+    checkpoints = {}
+    with StateCache(cache_path) as cache:
+        for p in range(PARTITIONS):
+            store = cache.shard(ShardId(topics.offsets, p))
+            checkpoint = store.checkpoint()
+            checkpoints[p] = 0 if checkpoint is None else checkpoint.next_offset
+            # Whatever the kill interrupted, the cache is exactly the log's prefix.
+            assert dict(store.items()) == expected_state(logs[p][: checkpoints[p]])
+    assert 0 < sum(checkpoints.values()) < len(records)
+
+    daemon = DaemonProcess(daemon_env)
+    ready = daemon.wait_for("daemon ready")
+    assert ready["records_replayed"] == len(records) - sum(checkpoints.values())
+    daemon.process.send_signal(signal.SIGTERM)
+    assert daemon.process.wait(30) == 0
+
+    with StateCache(cache_path) as cache:
+        for p in range(PARTITIONS):
+            store = cache.shard(ShardId(topics.offsets, p))
+            assert dict(store.items()) == expected_state(logs[p])
+            checkpoint = store.checkpoint()
+            assert checkpoint is not None and checkpoint.next_offset == len(logs[p])

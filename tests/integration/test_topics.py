@@ -1,0 +1,68 @@
+"""Internal topics on a real broker: creation, verification, clear errors."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka.admin import ConfigResource, NewTopic
+
+from kafkacoord.storage.broker import free_port
+from kafkacoord.storage.clients import admin_client, broker_count
+from kafkacoord.storage.errors import BrokerUnavailableError, TopicConfigError
+from kafkacoord.storage.topics import InternalTopics, ensure_topics
+
+pytestmark = pytest.mark.integration
+
+
+def test_topics_are_created_with_their_configs_and_verified_idempotently(
+    bootstrap: str, prefix: str
+) -> None:
+    admin = admin_client(bootstrap)
+    topics = InternalTopics(prefix=prefix, offsets_partitions=5, responses_partitions=3)
+    first = ensure_topics(admin, topics.specs(), replication_factor=1)
+    assert set(first) == {s.name for s in topics.specs()}
+    assert len(set(first.values())) == 5, "every topic has its own identity"
+
+    metadata = admin.list_topics(timeout=10).topics
+    assert len(metadata[topics.offsets].partitions) == 5
+    assert len(metadata[topics.group_requests].partitions) == 5
+    assert len(metadata[topics.metadata].partitions) == 1
+    assert len(metadata[topics.responses].partitions) == 3
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topics.offsets)
+    configs = admin.describe_configs([resource])[resource].result()
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["segment.bytes"].value == str(100 * 1024 * 1024)
+
+    assert ensure_topics(admin, topics.specs(), replication_factor=1) == first
+
+
+def test_wrong_cleanup_policy_is_a_clear_error_and_changes_nothing(bootstrap: str, prefix: str) -> None:
+    admin = admin_client(bootstrap)
+    topics = InternalTopics(prefix=prefix, offsets_partitions=2)
+    admin.create_topics([NewTopic(topics.offsets, 2, 1)])[topics.offsets].result()
+    with pytest.raises(TopicConfigError) as raised:
+        ensure_topics(admin, topics.specs(), replication_factor=1)
+    message = str(raised.value)
+    assert topics.offsets in message and "cleanup.policy=delete" in message
+    assert "--add-config cleanup.policy=compact" in message
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topics.offsets)
+    configs = admin.describe_configs([resource])[resource].result()
+    assert configs.get("cleanup.policy") is None or configs["cleanup.policy"].value == "delete"
+
+
+def test_wrong_partition_count_is_a_clear_error(bootstrap: str, prefix: str) -> None:
+    admin = admin_client(bootstrap)
+    ensure_topics(admin, InternalTopics(prefix=prefix, offsets_partitions=3).specs(), replication_factor=1)
+    with pytest.raises(TopicConfigError, match=rf"'{prefix}offsets' has 3 partitions .* configured for 4"):
+        ensure_topics(
+            admin, InternalTopics(prefix=prefix, offsets_partitions=4).specs(), replication_factor=1
+        )
+
+
+def test_missing_broker_is_a_clear_error() -> None:
+    bootstrap = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with pytest.raises(BrokerUnavailableError, match="cannot reach Kafka at '127.0.0.1:"):
+        broker_count(admin_client(bootstrap), bootstrap, timeout_s=2)
+    assert time.monotonic() - started < 10
