@@ -39,7 +39,9 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def produce(bootstrap: str, topic: str, count: int, keys: list[bytes], seed: int) -> dict[bytes, bytes | None]:
+def produce(
+    bootstrap: str, topic: str, count: int, keys: list[bytes], seed: int
+) -> dict[bytes, bytes | None]:
     """Write ``count`` records; return the last value per key (the expected end state)."""
     rng = random.Random(seed)
     producer = Producer(
@@ -56,8 +58,10 @@ def produce(bootstrap: str, topic: str, count: int, keys: list[bytes], seed: int
     deadline = time.monotonic() + TIME_LIMIT_S
     for i in range(count):
         key = keys[rng.randrange(len(keys))]
-        value = None if rng.random() < 0.05 else encode_value(
-            OffsetCommitValue(i, "", 1_700_000_000_000 + i, leader_epoch=1)
+        value = (
+            None
+            if rng.random() < 0.05
+            else encode_value(OffsetCommitValue(i, "", 1_700_000_000_000 + i, leader_epoch=1))
         )
         last[key] = value
         while True:
@@ -110,7 +114,9 @@ def run(bootstrap: str, records: int, distinct: int) -> dict[str, float | int]:
     topics = InternalTopics(prefix=f"bench{random.randrange(10**6)}_", offsets_partitions=1)
     admin = admin_client(bootstrap)
     identity = ensure_topics(admin, topics.specs(), replication_factor=1)[topics.offsets]
-    keys = [encode_key(OffsetCommitKey(f"group-{i // 100}", "events", i % 100)) for i in range(distinct)]
+    keys = [
+        encode_key(OffsetCommitKey(f"group-{i // 100}", "events", i % 100)) for i in range(distinct)
+    ]
 
     log(f"writing {records:,} records over {distinct:,} keys")
     started = time.perf_counter()
@@ -164,9 +170,11 @@ def main() -> None:
     if args.bootstrap:
         result = run(args.bootstrap, args.records, args.keys)
     else:
-        with tempfile.TemporaryDirectory(prefix="kc-broker-") as tmp:
-            with EmbeddedBroker(log_path=Path(tmp) / "tansu.log") as broker:
-                result = run(broker.bootstrap, args.records, args.keys)
+        with (
+            tempfile.TemporaryDirectory(prefix="kc-broker-") as tmp,
+            EmbeddedBroker(log_path=Path(tmp) / "tansu.log") as broker,
+        ):
+            result = run(broker.bootstrap, args.records, args.keys)
     print(json.dumps(result), flush=True)
 
 

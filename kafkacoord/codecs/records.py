@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 from io import BytesIO
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import fastavro
 
@@ -62,7 +62,7 @@ class _Version:
 class RecordSpec:
     """How one record type is framed: its key and value classes and schema versions."""
 
-    type: RecordType
+    record_type: RecordType
     schema_name: str
     key_cls: type[AvroModel]
     value_cls: type[AvroModel]
@@ -79,7 +79,7 @@ class RecordSpec:
 
 
 SPECS: Final[dict[RecordType, RecordSpec]] = {
-    spec.type: spec
+    spec.record_type: spec
     for spec in (
         RecordSpec(RecordType.CONTROLLER, "controller", ControllerKey, ControllerValue),
         RecordSpec(RecordType.NODE, "node", NodeKey, NodeValue),
@@ -128,7 +128,7 @@ def _read(data: bytes, start: int, writer: Any, reader: Any, part: str) -> dict[
     buf = BytesIO(data)
     buf.seek(start)
     try:
-        datum: dict[str, Any] = fastavro.schemaless_reader(buf, writer, reader)
+        datum = cast("dict[str, Any]", fastavro.schemaless_reader(buf, writer, reader))
     except Exception as exc:  # fastavro raises many types on garbage
         raise CodecError("Avro body does not match its schema", part=part, cause=exc) from exc
     if buf.tell() != len(data):
@@ -140,8 +140,8 @@ def encode_key(key: AvroModel) -> bytes:
     spec = _BY_KEY_CLS.get(type(key))
     if spec is None:
         raise CodecError(f"{type(key).__name__} is not a record key", part="key")
-    codec = _CODECS[spec.type]
-    header = bytes((spec.type, codec.key_current.number))
+    codec = _CODECS[spec.record_type]
+    header = bytes((spec.record_type, codec.key_current.number))
     return _write(codec.key_current.schema, key.to_avro(), header)
 
 
@@ -149,7 +149,7 @@ def encode_value(value: AvroModel) -> bytes:
     spec = _BY_VALUE_CLS.get(type(value))
     if spec is None:
         raise CodecError(f"{type(value).__name__} is not a record value", part="value")
-    current = _CODECS[spec.type].value_current
+    current = _CODECS[spec.record_type].value_current
     return _write(current.schema, value.to_avro(), _VALUE_HEADER.pack(current.number))
 
 
@@ -207,7 +207,7 @@ def encode_record(key: AvroModel, value: AvroModel | None) -> tuple[bytes, bytes
 def encode_value_as(value: AvroModel, version: int) -> bytes:
     """Encode with an older schema version (tests and migration tooling)."""
     spec = _BY_VALUE_CLS[type(value)]
-    schema = _CODECS[spec.type].value_schemas[version]
+    schema = _CODECS[spec.record_type].value_schemas[version]
     datum = {k: v for k, v in value.to_avro().items() if _has_field(schema, k)}
     return _write(schema, datum, _VALUE_HEADER.pack(version))
 

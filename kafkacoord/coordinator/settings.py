@@ -44,7 +44,9 @@ class Settings(BaseSettings):
     load_chunk_records: int = Field(
         200_000, ge=1, description="Records folded per atomic cache write while loading."
     )
-    load_progress_interval_s: float = Field(2.0, gt=0, description="Seconds between load progress lines.")
+    load_progress_interval_s: float = Field(
+        2.0, gt=0, description="Seconds between load progress lines."
+    )
     strict_records: bool = Field(False, description="Stop on a poison record instead of skipping.")
     embedded_broker_port: int | None = Field(None, description="Port of the embedded broker.")
     log_level: Literal["debug", "info", "warning", "error"] = "info"

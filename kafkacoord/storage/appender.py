@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from confluent_kafka import KafkaError, Message
@@ -71,7 +71,7 @@ class Appender:
 
         def delivered(err: KafkaError | None, msg: Message) -> None:
             if err is None:
-                future.set_result(Appended(msg.topic(), msg.partition(), msg.offset()))
+                future.set_result(Appended(topic, partition, cast(int, msg.offset())))
                 return
             error = AppendError(
                 f"append to {topic}-{partition} failed: {err.str()}",

@@ -98,8 +98,9 @@ class EmbeddedBroker:
         while time.monotonic() < deadline:
             assert self._process is not None
             if self._process.poll() is not None:
+                code = self._process.returncode
                 raise EmbeddedBrokerError(
-                    f"embedded broker exited with code {self._process.returncode}; see {self.log_path}"
+                    f"embedded broker exited with {code}; see {self.log_path}"
                 )
             with (
                 contextlib.suppress(OSError),

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, cast
 
 from rocksdict import Options, Rdict, ReadOptions, WriteBatch
 
@@ -121,17 +121,23 @@ class ShardStore:
     # -- reads ---------------------------------------------------------------
 
     def checkpoint(self) -> Checkpoint | None:
-        raw = self._db.get([self._meta + n for n in (_META_OFFSET, _META_IDENTITY, _META_WRITTEN)])
-        if raw[0] is None:
+        offset, identity, written = self._get_many(
+            [self._meta + n for n in (_META_OFFSET, _META_IDENTITY, _META_WRITTEN)]
+        )
+        if offset is None or identity is None or written is None:
             return None
-        return Checkpoint(_I64.unpack(raw[0])[0], raw[1].decode(), _I64.unpack(raw[2])[0])
+        return Checkpoint(_I64.unpack(offset)[0], identity.decode(), _I64.unpack(written)[0])
+
+    def _get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        # rocksdict multi-get: a list of keys gives a list of values (None if absent).
+        return cast("list[bytes | None]", self._db.get(cast(Any, keys)))
 
     def get(self, key: bytes) -> bytes | None:
         stored: bytes | None = self._db.get(self._data + key)
         return None if stored is None else stored[_I64.size :]
 
     def get_many(self, keys: list[bytes]) -> list[bytes | None]:
-        stored = self._db.get([self._data + k for k in keys])
+        stored = self._get_many([self._data + k for k in keys])
         return [None if s is None else s[_I64.size :] for s in stored]
 
     def expires_at(self, key: bytes) -> int | None:
@@ -182,7 +188,7 @@ class ShardStore:
         batch = WriteBatch(raw_mode=True)
         keys = list(changes)
         if keys:
-            previous = self._db.get([self._data + k for k in keys])
+            previous = self._get_many([self._data + k for k in keys])
             for key, old in zip(keys, previous, strict=True):
                 if old is not None:
                     old_expiry = _I64.unpack_from(old)[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -20,7 +21,13 @@ _REPLAY_CONSUMER = {
 
 
 def base_config(bootstrap: str, client_id: str, **extra: Any) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, "client.id": client_id, **extra}
+    # librdkafka's own log lines join the daemon's structured log.
+    return {
+        "bootstrap.servers": bootstrap,
+        "client.id": client_id,
+        "logger": logging.getLogger("librdkafka"),
+        **extra,
+    }
 
 
 def admin_client(bootstrap: str, client_id: str = "kafkacoord-admin") -> AdminClient:

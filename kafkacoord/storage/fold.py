@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 import structlog
 from confluent_kafka import Message
@@ -71,7 +72,11 @@ def metadata_policy() -> FoldPolicy:
     )
 
 
-class _Poison(Exception):
+def _offset(msg: Message) -> int:
+    return cast(int, msg.offset())
+
+
+class _PoisonError(Exception):
     def __init__(self, reason: str) -> None:
         self.reason = reason
 
@@ -100,7 +105,7 @@ class ChunkFolder:
 
     def _key(self, raw: bytes | None) -> AvroModel:
         if raw is None:
-            raise _Poison("record has no key")
+            raise _PoisonError("record has no key")
         known = self._keys.get(raw)
         if known is None:
             try:
@@ -113,7 +118,7 @@ class ChunkFolder:
                 self._keys.clear()
             self._keys[raw] = known = decoded
         if isinstance(known, str):
-            raise _Poison(known)
+            raise _PoisonError(known)
         return known
 
     def _change(self, raw_key: bytes, key: AvroModel, raw_value: bytes | None) -> Change:
@@ -122,7 +127,7 @@ class ChunkFolder:
         try:
             value = decode_value(RecordType(raw_key[0]), raw_value)
         except CodecError as exc:
-            raise _Poison(str(exc)) from exc
+            raise _PoisonError(str(exc)) from exc
         return Change(raw_value, self.policy.expiry(key, value))
 
     def _poison(self, partition: int, offset: int, reason: str, stats: FoldStats) -> None:
@@ -144,17 +149,17 @@ class ChunkFolder:
         for raw_key, index in last.items():
             try:
                 key = self._key(raw_key)
-            except _Poison as bad:
+            except _PoisonError as bad:
                 for msg in self._with_key(messages, raw_key, index + 1):
-                    self._poison(partition, msg.offset(), bad.reason, stats)
+                    self._poison(partition, _offset(msg), bad.reason, stats)
                 continue
             assert raw_key is not None
             for msg in self._with_key(messages, raw_key, index + 1):
                 try:
                     changes[raw_key] = self._change(raw_key, key, msg.value())
                     break
-                except _Poison as bad:
-                    self._poison(partition, msg.offset(), bad.reason, stats)
+                except _PoisonError as bad:
+                    self._poison(partition, _offset(msg), bad.reason, stats)
         stats.tombstones = sum(1 for c in changes.values() if c.value is None)
         return changes
 
@@ -181,8 +186,8 @@ class ChunkFolder:
                     changes[raw_key] = Change(None)
                     continue
                 value = decode_value(RecordType(raw_key[0]), raw_value)
-            except (_Poison, CodecError) as bad:
-                self._poison(partition, msg.offset(), getattr(bad, "reason", str(bad)), stats)
+            except (_PoisonError, CodecError) as bad:
+                self._poison(partition, _offset(msg), getattr(bad, "reason", str(bad)), stats)
                 continue
             if fenced and not self._admit(value):
                 stats.fenced += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import structlog
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
@@ -89,18 +90,17 @@ class PartitionReader:
                 for msg in batch:
                     err = msg.error()
                     if err is None:
-                        state = self._progress[msg.partition()]
+                        state = self._progress[cast(int, msg.partition())]
                         state.pending.append(msg)
                         state.seen = True
                         continue
                     if err.code() == KafkaError._PARTITION_EOF:
-                        state = self._progress[msg.partition()]
+                        partition = cast(int, msg.partition())
+                        state = self._progress[partition]
                         if not state.done:
                             state.done = True
                             remaining -= 1
-                            yield self._emit(
-                                msg.partition(), at_end=True, high_watermark=msg.offset()
-                            )
+                            yield self._emit(partition, at_end=True, high_watermark=msg.offset())
                         continue
                     self._on_error(msg, err)
                 for partition, state in self._progress.items():
@@ -113,7 +113,7 @@ class PartitionReader:
         state = self._progress[partition]
         messages, state.pending = state.pending, []
         if messages:
-            state.next_offset = messages[-1].offset() + 1
+            state.next_offset = cast(int, messages[-1].offset()) + 1
         if at_end and high_watermark is not None:
             # Compaction leaves gaps: the end of the log is the watermark, not last+1.
             state.next_offset = max(state.next_offset, high_watermark)
@@ -124,7 +124,7 @@ class PartitionReader:
             err.code() == KafkaError._AUTO_OFFSET_RESET
             or err.code() == KafkaError.OFFSET_OUT_OF_RANGE
         ):
-            partition = msg.partition()
+            partition = cast(int, msg.partition())
             raise LogBehindCheckpointError(self.topic, {partition: self._watermark(partition)})
         if err.fatal() or not err.retriable():
             raise StorageError(f"reading {self.topic}-{msg.partition()}: {err.str()}")

@@ -41,6 +41,11 @@ class ShardLoad:
     stats: FoldStats = field(default_factory=FoldStats)
     seconds: float = 0.0
 
+    @property
+    def resume_offset(self) -> int:
+        """Where reading continues: past what was applied, else the planned start."""
+        return self.next_offset if self.next_offset > 0 else self.start_offset
+
 
 @dataclass(slots=True)
 class _Plan:
@@ -93,7 +98,7 @@ class ShardRecovery:
                         loads[partition] = ShardLoad(
                             load.shard, BEGINNING, rebuilt="log behind checkpoint"
                         )
-                    pending = {p: loads[p] for p, l in loads.items() if l.high_watermark is None}
+                    pending = {p: ld for p, ld in loads.items() if ld.high_watermark is None}
         finally:
             consumer.close()
         return loads
@@ -133,10 +138,7 @@ class ShardRecovery:
         reader = PartitionReader(
             consumer,
             self.topic,
-            {
-                p: load.next_offset if load.next_offset > 0 else load.start_offset
-                for p, load in loads.items()
-            },  # fmt: skip
+            {p: load.resume_offset for p, load in loads.items()},
             chunk_records=self._chunk_records,
         )
         started = time.monotonic()

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 import structlog
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.cimpl import NewTopic
 
 from .errors import TopicConfigError
 

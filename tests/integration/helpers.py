@@ -21,7 +21,9 @@ def append_all(
     return len(futures)
 
 
-def read_partition(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes | None, bytes | None]]:
+def read_partition(
+    bootstrap: str, topic: str, partition: int
+) -> list[tuple[int, bytes | None, bytes | None]]:
     """Every record of a partition, in order, read independently of kafkacoord's reader."""
     consumer = Consumer(
         {

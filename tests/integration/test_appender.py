@@ -56,9 +56,7 @@ def test_concurrent_appenders_share_batches_and_lose_nothing(bootstrap: str, top
 
 
 def test_an_unreachable_broker_fails_the_append_instead_of_acknowledging() -> None:
-    appender = Appender(
-        f"127.0.0.1:{free_port()}", producer_config={"message.timeout.ms": 1500}
-    )
+    appender = Appender(f"127.0.0.1:{free_port()}", producer_config={"message.timeout.ms": 1500})
     future = appender.append("nowhere", 0, b"k", b"v")
     with pytest.raises(AppendError):
         future.result(timeout=20)

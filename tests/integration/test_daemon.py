@@ -56,7 +56,9 @@ class DaemonProcess:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for entry in list(self.events):
-                if entry.get("event") == event and all(entry.get(k) == v for k, v in fields.items()):
+                if entry.get("event") == event and all(
+                    entry.get(k) == v for k, v in fields.items()
+                ):
                     return entry
             if self.process.poll() is not None:
                 break

@@ -61,10 +61,14 @@ class Env:
 
     def recovery(self, topic: str | None = None, **kwargs: object) -> ShardRecovery:
         topic = topic or self.topics.offsets
-        policy = metadata_policy() if topic == self.topics.metadata else offsets_policy(RETENTION_MS)
+        policy = (
+            metadata_policy() if topic == self.topics.metadata else offsets_policy(RETENTION_MS)
+        )
         return ShardRecovery(
             self.cache,
-            lambda: replay_consumer(self.bootstrap, "test-loader", **{"auto.offset.reset": "error"}),
+            lambda: replay_consumer(
+                self.bootstrap, "test-loader", **{"auto.offset.reset": "error"}
+            ),
             topic,
             policy,
             **kwargs,  # type: ignore[arg-type]
@@ -157,7 +161,9 @@ def test_checkpoint_older_than_delete_retention_is_rebuilt(env: Env) -> None:
     env.recovery(clock_ms=lambda: 1_000).recover(range(PARTITIONS), env.identity())
     day_later = 1_000 + 24 * 3600 * 1000 + 1
     loads = env.recovery(clock_ms=lambda: day_later).recover(range(PARTITIONS), env.identity())
-    assert {load.rebuilt for load in loads.values()} == {"checkpoint older than delete.retention.ms"}
+    assert {load.rebuilt for load in loads.values()} == {
+        "checkpoint older than delete.retention.ms"
+    }
     env.assert_matches_log()
 
 

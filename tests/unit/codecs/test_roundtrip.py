@@ -49,14 +49,18 @@ INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 # Bias towards the range edges so the varint encoder sees its longest encodings.
-ints = st.one_of(st.sampled_from([INT_MIN, INT_MIN + 1, -1, 0, 1, INT_MAX]), st.integers(INT_MIN, INT_MAX))
+ints = st.one_of(
+    st.sampled_from([INT_MIN, INT_MIN + 1, -1, 0, 1, INT_MAX]), st.integers(INT_MIN, INT_MAX)
+)
 longs = st.one_of(
     st.sampled_from([LONG_MIN, LONG_MIN + 1, INT_MIN - 1, -1, 0, INT_MAX + 1, LONG_MAX]),
     st.integers(LONG_MIN, LONG_MAX),
 )
 # Unicode text: hypothesis' default alphabet covers all planes (no surrogates), plus a few
 # hand-picked multi-byte strings.
-texts = st.one_of(st.text(max_size=20), st.sampled_from(["", "ünïcødé", "日本語", "🦀🚀", "a\x00b"]))
+texts = st.one_of(
+    st.text(max_size=20), st.sampled_from(["", "ünïcødé", "日本語", "🦀🚀", "a\x00b"])
+)
 opt_texts = st.none() | texts
 blobs = st.binary(max_size=32)
 int_arrays = st.lists(ints, max_size=6).map(tuple)
@@ -312,7 +316,9 @@ def test_group_metadata_with_several_members() -> None:
         state_timestamp_ms=LONG_MAX,
         members=(
             GroupMember("m-1", "client-α", "/10.0.0.1", 300_000, 45_000, b"\x00sub", b"", None),
-            GroupMember("m-2", "client-β", "/10.0.0.2", INT_MIN, INT_MAX, b"", b"\xffasg", "static-2"),
+            GroupMember(
+                "m-2", "client-β", "/10.0.0.2", INT_MIN, INT_MAX, b"", b"\xffasg", "static-2"
+            ),
             GroupMember("m-3", "🦀", "", 0, -1, bytes(range(256)), bytes(range(255, -1, -1))),
         ),
         protocol="cooperative-sticky",
@@ -347,7 +353,11 @@ def test_controller_key_is_just_its_header() -> None:
 
 @pytest.mark.parametrize(
     "model",
-    [ControllerValue(1, 1, "x", 0), OffsetCommitValue(1, "", 0), GroupMember("m", "c", "h", 1, 1, b"", b"")],
+    [
+        ControllerValue(1, 1, "x", 0),
+        OffsetCommitValue(1, "", 0),
+        GroupMember("m", "c", "h", 1, 1, b"", b""),
+    ],
     ids=["value", "value2", "nested"],
 )
 def test_encode_key_rejects_non_keys(model: AvroModel) -> None:

@@ -364,6 +364,7 @@ class _GeneralAssignment:
         topics: Mapping[str, int],
         topics_by_member: Mapping[str, frozenset[str]],
         java_order: list[str],
+        *,
         ownership: _Ownership,
         owned_raw: Mapping[str, list[TopicPartition]],
         gens: Mapping[str, int],
@@ -593,7 +594,9 @@ def sticky_plan(
             transferring=transferring,
             constrained=True,
         )
-    general = _GeneralAssignment(topics, topics_by_member, java_order, ownership, owned_raw, gens)
+    general = _GeneralAssignment(
+        topics, topics_by_member, java_order, ownership=ownership, owned_raw=owned_raw, gens=gens
+    )
     return StickyPlan(
         assignment=finalize_assignment(members, general.build()),
         transferring=None,

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# kafkacoord's two entry points:
+#   ./dev.sh daemon [ARGS]   set up .venv, then run the daemon (embedded broker unless
+#                            KAFKACOORD_BOOTSTRAP is set)
+#   ./dev.sh test [PYTEST ARGS]  set up .venv, then lint, type-check and run every test
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PYTHON=${PYTHON:-python3}
+
+setup() {
+  local extras=$1
+  if [[ ! -x .venv/bin/python ]]; then
+    "$PYTHON" -m venv .venv
+  fi
+  # Reinstall only when pyproject.toml or the extras change.
+  local stamp=".venv/.installed-$(cat pyproject.toml <(echo "$extras") | sha1sum | cut -c1-12)"
+  if [[ ! -f $stamp ]]; then
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -e ".${extras:+[$extras]}"
+    rm -f .venv/.installed-*
+    touch "$stamp"
+  fi
+}
+
+cmd=${1:-}
+[[ $# -gt 0 ]] && shift
+case $cmd in
+  daemon)
+    setup ""
+    exec .venv/bin/kafkacoord daemon "$@"
+    ;;
+  test)
+    setup "test,dev"
+    .venv/bin/ruff check .
+    .venv/bin/ruff format --check .
+    .venv/bin/mypy
+    set +e
+    .venv/bin/pytest "$@"
+    rc=$?
+    set -e
+    if [[ $rc -eq 5 ]]; then
+      echo "pytest collected no tests (exit 5): nothing matched the selection" >&2
+      exit 1
+    fi
+    exit $rc
+    ;;
+  *)
+    echo "usage: ./dev.sh daemon [ARGS] | ./dev.sh test [PYTEST ARGS]" >&2
+    exit 2
+    ;;
+esac
