@@ -56,21 +56,33 @@ SAMPLES: dict[RecordType, tuple[AvroModel, AvroModel]] = {
     RecordType.PARTITION: (
         PartitionKey("orders", 0),
         PartitionValue(
-            "orders", 0, PartitionState.ONLINE, (1, 2, 3), (1, 2), 1, 4, 7, T0, 5,
+            "orders",
+            0,
+            PartitionState.ONLINE,
+            (1, 2, 3),
+            (1, 2),
+            1,
+            4,
+            7,
+            T0,
+            5,
             Reassignment((1, 2, 3), (2, 3, 4), (4,), (1,), "ADDING", T0),
         ),
-    ),  # fmt: skip
+    ),
     RecordType.GROUP_METADATA: (
         GroupMetadataKey("group-1"),
         GroupMetadataValue(
-            "consumer", 3, T0,
+            "consumer",
+            3,
+            T0,
             (
                 GroupMember("m1", "c1", "/10.0.0.1", 30_000, 10_000, b"sub", b"asg"),
                 GroupMember("m2", "c2", "/10.0.0.2", 30_000, 10_000, b"", b"", "static"),
             ),
-            "range", "m1",
+            "range",
+            "m1",
         ),
-    ),  # fmt: skip
+    ),
     RecordType.OFFSET_COMMIT: (
         OffsetCommitKey("group-1", "orders", 0),
         OffsetCommitValue(42, "meta", T0, 3, None),
@@ -219,12 +231,18 @@ raw_keys = st.one_of(
     st.none(),
     st.binary(max_size=48),
     # A known tag and version, so the fuzzer reaches the Avro body.
-    st.builds(lambda t, body: bytes((t, 1)) + body, st.sampled_from(sorted(KNOWN_TAGS)), st.binary(max_size=48)),
+    st.builds(
+        lambda t, body: bytes((t, 1)) + body,
+        st.sampled_from(sorted(KNOWN_TAGS)),
+        st.binary(max_size=48),
+    ),
 )
 raw_values = st.one_of(
     st.none(),
     st.binary(max_size=96),
-    st.builds(lambda v, body: bytes((0, v)) + body, st.sampled_from([1, 2]), st.binary(max_size=96)),
+    st.builds(
+        lambda v, body: bytes((0, v)) + body, st.sampled_from([1, 2]), st.binary(max_size=96)
+    ),
 )
 
 
@@ -254,7 +272,11 @@ def _mutated(draw: st.DrawFn, data: bytes) -> bytes:
 
 
 @FUZZ
-@given(data=st.data(), rtype=st.sampled_from(sorted(SPECS)), which=st.sampled_from(["key", "value", "both"]))
+@given(
+    data=st.data(),
+    rtype=st.sampled_from(sorted(SPECS)),
+    which=st.sampled_from(["key", "value", "both"]),
+)
 def test_fuzz_mutated_valid_records(data: st.DataObject, rtype: RecordType, which: str) -> None:
     raw_key, raw_value = ENCODED[rtype]
     key = data.draw(_mutated(raw_key)) if which in {"key", "both"} else raw_key

@@ -142,7 +142,9 @@ def test_nested_model_fields_match_schema() -> None:
     partition = schema_files.raw("partition_value", 1)
     (reassign,) = [f for f in partition["fields"] if f["name"] == "reassignment"]
     record = next(t for t in reassign["type"] if isinstance(t, dict))
-    assert {f["name"] for f in record["fields"]} == {f.name for f in dataclasses.fields(Reassignment)}
+    assert {f["name"] for f in record["fields"]} == {
+        f.name for f in dataclasses.fields(Reassignment)
+    }
 
 
 def test_schema_versions_listing() -> None:

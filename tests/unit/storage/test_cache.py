@@ -163,7 +163,9 @@ def test_checkpoint_defaults_to_wall_clock(store: ShardStore) -> None:
 )
 def test_shards_are_isolated(cache: StateCache, first: ShardId, second: ShardId) -> None:
     one, two = cache.shard(first), cache.shard(second)
-    one.apply({b"k": Change(b"one", 10), b"only-one": Change(b"x")}, next_offset=5, identity="1", now_ms=1)
+    one.apply(
+        {b"k": Change(b"one", 10), b"only-one": Change(b"x")}, next_offset=5, identity="1", now_ms=1
+    )
     two.apply({b"k": Change(b"two", 20)}, next_offset=7, identity="2", now_ms=2)
 
     assert one.get(b"k") == b"one"
@@ -222,8 +224,16 @@ def test_shards_lists_shards_with_data(cache: StateCache) -> None:
 
 
 def test_expiring_before_is_exclusive_and_time_ordered(store: ShardStore) -> None:
-    _apply(store, {b"z": Change(b"1", 10), b"a": Change(b"2", 30), b"m": Change(b"3", 20),
-                   b"b": Change(b"4", 20), b"n": Change(b"5")})  # fmt: skip
+    _apply(
+        store,
+        {
+            b"z": Change(b"1", 10),
+            b"a": Change(b"2", 30),
+            b"m": Change(b"3", 20),
+            b"b": Change(b"4", 20),
+            b"n": Change(b"5"),
+        },
+    )
     assert list(store.expiring_before(10)) == []
     assert list(store.expiring_before(11)) == [(10, b"z")]
     assert list(store.expiring_before(20)) == [(10, b"z")]
@@ -311,7 +321,9 @@ def test_random_apply_sequence_matches_dict_model(
 
     assert list(store.items()) == sorted((k, c.value) for k, c in model.items())
     assert store.count() == len(model)
-    assert store.get_many(MODEL_KEYS) == [model[k].value if k in model else None for k in MODEL_KEYS]
+    assert store.get_many(MODEL_KEYS) == [
+        model[k].value if k in model else None for k in MODEL_KEYS
+    ]
     for key in MODEL_KEYS:
         assert store.expires_at(key) == (model[key].expires_at if key in model else None)
     for prefix in (b"a", b"\xff"):
@@ -355,7 +367,9 @@ def test_data_survives_close_and_reopen(tmp_path: Path) -> None:
     path = tmp_path / "db"
     with StateCache(path) as first:
         store = first.shard(A)
-        store.apply({b"a": Change(b"1", 10), b"b": Change(b"2")}, next_offset=11, identity="id", now_ms=5)
+        store.apply(
+            {b"a": Change(b"1", 10), b"b": Change(b"2")}, next_offset=11, identity="id", now_ms=5
+        )
         first.shard(B).apply({b"c": Change(b"3")}, next_offset=2, identity="idb", now_ms=6)
         store.apply({b"b": Change(None)}, next_offset=12, identity="id", now_ms=7)
 
