@@ -193,7 +193,7 @@ class ShardStore:
                 if old is not None:
                     old_expiry = _I64.unpack_from(old)[0]
                     if old_expiry != NO_EXPIRY:
-                        batch.delete(self._index + _U64.pack(old_expiry) + key)
+                        batch.delete(self._index_key(old_expiry, key))
                 change = changes[key]
                 if change.value is None:
                     if old is not None:
@@ -201,12 +201,16 @@ class ShardStore:
                     continue
                 batch.put(self._data + key, _I64.pack(change.expires_at) + change.value)
                 if change.expires_at != NO_EXPIRY:
-                    batch.put(self._index + _U64.pack(change.expires_at) + key, b"")
+                    batch.put(self._index_key(change.expires_at, key), b"")
         stamp = int(time.time() * 1000) if now_ms is None else now_ms
         batch.put(self._meta + _META_OFFSET, _I64.pack(next_offset))
         batch.put(self._meta + _META_IDENTITY, identity.encode())
         batch.put(self._meta + _META_WRITTEN, _I64.pack(stamp))
         self._db.write(batch)
+
+    def _index_key(self, expires_at: int, key: bytes) -> bytes:
+        # Times before the epoch sort as 0: already expired, and unsigned-encodable.
+        return self._index + _U64.pack(max(expires_at, 0)) + key
 
     def clear(self) -> None:
         """Drop the whole shard, checkpoint included (before a rebuild)."""

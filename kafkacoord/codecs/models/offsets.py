@@ -62,7 +62,10 @@ class OffsetCommitValue(AvroModel):
     expire_timestamp_ms: int | None = None
 
     def expires_at(self, retention_ms: int) -> int:
-        """Explicit expiry (old clients), else commit time plus retention (KIP-211 base)."""
-        if self.expire_timestamp_ms is not None:
+        """Explicit expiry (old clients), else commit time plus retention (KIP-211 base).
+
+        A negative explicit expiry is Kafka's "none given" (-1), not a time.
+        """
+        if self.expire_timestamp_ms is not None and self.expire_timestamp_ms >= 0:
             return self.expire_timestamp_ms
         return self.commit_timestamp_ms + retention_ms

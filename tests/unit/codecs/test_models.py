@@ -49,7 +49,8 @@ def test_explicit_expire_timestamp_zero_is_not_treated_as_absent() -> None:
 @given(commit=LONGS, retention=LONGS, explicit=st.none() | LONGS)
 def test_expires_at_property(commit: int, retention: int, explicit: int | None) -> None:
     value = OffsetCommitValue(7, "m", commit_timestamp_ms=commit, expire_timestamp_ms=explicit)
-    expected = commit + retention if explicit is None else explicit
+    # A negative explicit expiry is Kafka's -1 "none given": retention applies.
+    expected = commit + retention if explicit is None or explicit < 0 else explicit
     assert value.expires_at(retention) == expected
 
 

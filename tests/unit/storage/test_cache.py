@@ -344,20 +344,13 @@ def test_random_apply_sequence_matches_dict_model(
 # -- negative expiry --------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG kafkacoord/storage/cache.py ShardStore.apply: expires_at < -1 is packed with "
-        "_U64 ('>Q') for the expiry index and raises struct.error, losing the whole batch "
-        "and its checkpoint. offsets_policy yields such expiries for valid records "
-        "(explicit expire_timestamp_ms=-2, or commit_timestamp_ms + retention < -1)."
-    ),
-)
 def test_negative_expiry_other_than_no_expiry_is_stored(store: ShardStore) -> None:
     store.apply({b"k": Change(b"v", -2), b"j": Change(b"w")}, next_offset=3, identity="i", now_ms=1)
     assert store.get(b"k") == b"v"
     assert store.get(b"j") == b"w"
     assert store.checkpoint() == Checkpoint(3, "i", 1)
+    # A time before the epoch is already expired.
+    assert list(store.expiring_before(1)) == [(0, b"k")]
 
 
 # -- persistence ------------------------------------------------------------------------

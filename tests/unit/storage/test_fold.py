@@ -508,14 +508,6 @@ def test_folded_changes_apply_to_cache(tmp_path: Any) -> None:
         assert dict(store.items()) == {a: oc_value(3, ts=500), g: GROUP_VALUE}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG kafkacoord/storage/cache.py ShardStore.apply packs expires_at with '>Q'; a valid "
-        "OffsetCommitValue with expire_timestamp_ms=-2 folds to Change(expires_at=-2) and the "
-        "apply raises struct.error instead of storing it."
-    ),
-)
 def test_valid_commit_with_negative_explicit_expiry_can_be_applied(tmp_path: Any) -> None:
     from kafkacoord.storage.cache import ShardId, StateCache
 
