@@ -1,0 +1,39 @@
+"""The command line: version, help, and invalid configuration exits with code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from kafkacoord import __version__
+from kafkacoord.coordinator.cli import app
+
+runner = CliRunner()
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"kafkacoord {__version__}"
+
+
+def test_daemon_help_lists_its_options() -> None:
+    result = runner.invoke(app, ["daemon", "--help"])
+    assert result.exit_code == 0
+    for option in ("--config", "--bootstrap", "--node-id", "--data-dir", "--strict"):
+        assert option in result.output
+
+
+def test_invalid_configuration_exits_2_with_a_clear_message(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("offsets_partitions = -1\n")
+    result = runner.invoke(app, ["daemon", "--config", str(config)])
+    assert result.exit_code == 2
+    assert "invalid configuration" in result.output and "offsets_partitions" in result.output
+
+
+def test_missing_config_file_exits_2(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["daemon", "--config", str(tmp_path / "nope.toml")])
+    assert result.exit_code == 2
+    assert "config file not found" in result.output
