@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 
 import pytest
@@ -34,7 +35,9 @@ def check_valid(
             assert 0 <= p < ppt[topic]
             assert (topic, p) not in seen
             seen.add((topic, p))
-    wanted = {(t, p) for t, n in ppt.items() if any(t in s for s in subs.values()) for p in range(n)}
+    wanted = {
+        (t, p) for t, n in ppt.items() if any(t in s for s in subs.values()) for p in range(n)
+    }
     assert seen == wanted
 
 
@@ -229,11 +232,12 @@ def test_per_topic_balance(
 
 @given(groups(), st.randoms(use_true_random=False))
 def test_independent_of_member_insertion_order(
-    group: tuple[dict[str, list[str]], dict[str, int], dict[str, str | None]], rnd: object
+    group: tuple[dict[str, list[str]], dict[str, int], dict[str, str | None]],
+    rnd: random.Random,
 ) -> None:
     subs, ppt, _ = group
     items = list(subs.items())
-    rnd.shuffle(items)  # type: ignore[attr-defined]
+    rnd.shuffle(items)
     shuffled = dict(items)
     assert range_assign(shuffled, ppt) == range_assign(subs, ppt)
 

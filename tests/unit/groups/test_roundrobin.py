@@ -33,7 +33,9 @@ def check_valid(
             assert 0 <= p < ppt[topic]
             assert (topic, p) not in seen
             seen.add((topic, p))
-    wanted = {(t, p) for t, n in ppt.items() if any(t in s for s in subs.values()) for p in range(n)}
+    wanted = {
+        (t, p) for t, n in ppt.items() if any(t in s for s in subs.values()) for p in range(n)
+    }
     assert seen == wanted
 
 
@@ -201,7 +203,9 @@ def _reference(subs: Mapping[str, list[str]], ppt: Mapping[str, int]) -> dict[st
 def test_valid_and_matches_reference(
     members: list[str], ppt: dict[str, int], data: st.DataObject
 ) -> None:
-    subs = {m: data.draw(st.lists(st.sampled_from(TOPICS), unique=True, max_size=4)) for m in members}
+    subs = {
+        m: data.draw(st.lists(st.sampled_from(TOPICS), unique=True, max_size=4)) for m in members
+    }
     got = roundrobin_assign(subs, ppt)
     check_valid(subs, ppt, got)
     assert got == _reference(subs, ppt)

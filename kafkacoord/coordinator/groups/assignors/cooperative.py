@@ -91,8 +91,8 @@ def partitions_to_revoke(
     """
     out: dict[str, list[TopicPartition]] = {}
     for member, partitions in owned.items():
-        keep = set(new_assignment.get(member, ()))
-        out[member] = sorted_partitions({tp for tp in partitions if tp not in keep})
+        keep = {(topic, p) for topic, p in new_assignment.get(member, ())}
+        out[member] = sorted_partitions({(t, p) for t, p in partitions if (t, p) not in keep})
     for member in new_assignment:
         out.setdefault(member, [])
     return out
