@@ -120,6 +120,9 @@ class ShardRecovery:
         return ShardLoad(shard, BEGINNING, rebuilt=reason)
 
     def _controller_epoch(self, shard: ShardId) -> int:
+        """The fence to resume with: the newest controller epoch already in the cache."""
+        if not self._policy.fenced_by_controller_epoch:
+            return -1
         raw = self._cache.shard(shard).get(encode_key(ControllerKey()))
         if raw is None:
             return -1

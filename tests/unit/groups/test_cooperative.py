@@ -21,36 +21,16 @@ from kafkacoord.coordinator.groups.assignors import (
     sticky_plan,
 )
 
-TP = tuple[str, int]
-Assign = Mapping[str, list[TP]]
+from .support import TP, Assign, all_partitions, tps
+from .support import check_valid as shared_check_valid
 
 c1, c2, c3, c4 = "consumer1", "consumer2", "consumer3", "consumer4"
 GEN = 1
 
 
-def tps(*items: str) -> list[TP]:
-    out = []
-    for item in items:
-        name, _, p = item.rpartition("-")
-        out.append((name, int(p)))
-    return out
-
-
 def check_valid(subs: Mapping[str, list[str]], ppt: Mapping[str, int], assignment: Assign) -> None:
     """No partition twice, only subscribed topics, every member present (may be incomplete)."""
-    assert list(assignment) == list(subs)
-    seen: set[TP] = set()
-    for member, partitions in assignment.items():
-        assert partitions == sorted(partitions)
-        for t, p in partitions:
-            assert t in subs[member]
-            assert 0 <= p < ppt[t]
-            assert (t, p) not in seen
-            seen.add((t, p))
-
-
-def all_partitions(subs: Mapping[str, list[str]], ppt: Mapping[str, int]) -> set[TP]:
-    return {(t, p) for t, n in ppt.items() if any(t in s for s in subs.values()) for p in range(n)}
+    shared_check_valid(subs, ppt, assignment, complete=False)
 
 
 # --------------------------------------------------------------------------- Kafka vectors

@@ -11,35 +11,7 @@ from hypothesis import strategies as st
 
 from kafkacoord.coordinator.groups.assignors import ASSIGNORS, range_assign
 
-TP = tuple[str, int]
-
-
-def tps(*items: str) -> list[TP]:
-    """``tps("t1-0", "t2-3")`` -> ``[("t1", 0), ("t2", 3)]``."""
-    out = []
-    for item in items:
-        topic, _, p = item.rpartition("-")
-        out.append((topic, int(p)))
-    return out
-
-
-def check_valid(
-    subs: Mapping[str, list[str]], ppt: Mapping[str, int], assignment: Mapping[str, list[TP]]
-) -> None:
-    assert list(assignment) == list(subs)
-    seen: set[TP] = set()
-    for member, partitions in assignment.items():
-        assert partitions == sorted(partitions)
-        for topic, p in partitions:
-            assert topic in subs[member]
-            assert 0 <= p < ppt[topic]
-            assert (topic, p) not in seen
-            seen.add((topic, p))
-    wanted = {
-        (t, p) for t, n in ppt.items() if any(t in s for s in subs.values()) for p in range(n)
-    }
-    assert seen == wanted
-
+from .support import TP, check_valid, tps
 
 # --------------------------------------------------------------------------- Kafka vectors
 

@@ -22,38 +22,19 @@ from kafkacoord.coordinator.groups.assignors.javacompat import (
 )
 from kafkacoord.coordinator.groups.partitioning import java_string_hash
 
-TP = tuple[str, int]
+from .support import TP, Assign, tps
+from .support import check_valid as shared_check_valid
+
 Subs = dict[str, list[str]]
-Assign = Mapping[str, list[TP]]
 
 c1, c2, c3, c4 = "consumer1", "consumer2", "consumer3", "consumer4"
 topic, topic1, topic2, topic3 = "topic", "topic1", "topic2", "topic3"
 GEN = 1  # Kafka's AbstractStickyAssignorTest.generationId
 
 
-def tps(*items: str) -> list[TP]:
-    out = []
-    for item in items:
-        name, _, p = item.rpartition("-")
-        out.append((name, int(p)))
-    return out
-
-
 def check_valid(subs: Mapping[str, list[str]], ppt: Mapping[str, int], assignment: Assign) -> None:
-    """Every member present, lists sorted, partitions subscribed, each assigned exactly once."""
-    assert list(assignment) == list(subs)
-    seen: set[TP] = set()
-    for member, partitions in assignment.items():
-        assert partitions == sorted(partitions, key=lambda tp: (java_string_key(tp[0]), tp[1]))
-        for t, p in partitions:
-            assert t in subs[member], (member, t)
-            assert 0 <= p < ppt[t]
-            assert (t, p) not in seen
-            seen.add((t, p))
-    wanted = {
-        (t, p) for t, n in ppt.items() if any(t in s for s in subs.values()) for p in range(n)
-    }
-    assert seen == wanted
+    """The shared check, with lists in Java's topic order."""
+    shared_check_valid(subs, ppt, assignment, sort_key=lambda tp: (java_string_key(tp[0]), tp[1]))
 
 
 def kafka_balanced(assignment: Assign) -> bool:
