@@ -31,7 +31,7 @@ case $cmd in
     exec .venv/bin/kafkacoord daemon "$@"
     ;;
   test)
-    setup "test,dev"
+    setup "test,dev,spark"
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .
     .venv/bin/mypy

@@ -38,6 +38,11 @@ class NodeValue(AvroModel):
     rack: str | None = None
     endpoints: dict[str, str] = field(default_factory=dict)
     shutting_down: bool = False
+    roles: tuple[str, ...] = ()
+
+    @classmethod
+    def from_avro(cls, data: dict[str, Any]) -> Self:
+        return cls(**{**data, "roles": tuple(data["roles"])})
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ from kafkacoord.codecs.models import (
     TopicKey,
     TopicValue,
 )
+from kafkacoord.codecs.records import encode_value_as
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
@@ -199,12 +200,11 @@ def test_strategies_cover_every_record_type() -> None:
 
 
 def test_current_versions() -> None:
-    # OffsetCommitValue gained leader_epoch in v2; everything else is still on v1.
-    assert _newest_value_version(RecordType.OFFSET_COMMIT) == 2
+    # OffsetCommitValue gained leader_epoch in v2 and NodeValue roles in v2.
+    evolved = {RecordType.OFFSET_COMMIT: 2, RecordType.NODE: 2}
     for rtype in SPECS:
         assert _newest_key_version(rtype) == 1
-        if rtype is not RecordType.OFFSET_COMMIT:
-            assert _newest_value_version(rtype) == 1
+        assert _newest_value_version(rtype) == evolved.get(rtype, 1)
 
 
 @pytest.mark.parametrize("rtype", ALL_TYPES, ids=lambda t: t.name)
@@ -373,3 +373,10 @@ def test_encode_key_rejects_non_keys(model: AvroModel) -> None:
 def test_encode_value_rejects_non_values(model: AvroModel) -> None:
     with pytest.raises(CodecError, match=r"^value: .*is not a record value"):
         encode_value(model)
+
+
+def test_node_value_v1_reads_as_v2_with_no_roles() -> None:
+    old = encode_value_as(NodeValue(4, "inc", 2, False, 10, 3, rack="r1"), 1)
+    decoded = decode_value(RecordType.NODE, old)
+    assert decoded == NodeValue(4, "inc", 2, False, 10, 3, rack="r1", roles=())
+    assert encode_value(decoded)[:2] == b"\x00\x02"

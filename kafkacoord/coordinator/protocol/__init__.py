@@ -1,0 +1,19 @@
+"""The request/response protocol: Kafka's error codes and every API's bodies."""
+
+from .apis import ALL_APIS, CONTROLLER_APIS, GROUP_APIS, ApiSpec, decode_request, encode_body
+from .base import Body, Empty, TopicPartitionRef
+from .errors import ErrorCode, ProtocolError
+
+__all__ = [
+    "ALL_APIS",
+    "CONTROLLER_APIS",
+    "GROUP_APIS",
+    "ApiSpec",
+    "Body",
+    "Empty",
+    "ErrorCode",
+    "ProtocolError",
+    "TopicPartitionRef",
+    "decode_request",
+    "encode_body",
+]

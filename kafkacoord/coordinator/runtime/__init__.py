@@ -1,0 +1,1 @@
+"""Hosting of deterministic shards: the contract, timers, and the I/O loop around them."""

@@ -1,0 +1,85 @@
+"""The contract between a state machine and the runtime that hosts it (DESIGN §3).
+
+A shard is deterministic and does no I/O. Handlers and timers return a
+:class:`Result`: records to append and replies to send. The runtime replays the
+records into the shard at once (so later handlers see them), appends them durably,
+and only then releases the replies. ``replay`` is the only way persisted state
+changes, and loading uses the same ``replay``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kafkacoord.codecs.models import AvroModel
+
+from ..protocol import Body, ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record to append: a key and its whole new value, or ``None`` (a tombstone)."""
+
+    key: AvroModel
+    value: AvroModel | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRef:
+    """Where a reply goes: the caller's client id, correlation id and reply partition."""
+
+    client_id: str
+    correlation_id: int
+    reply_partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    ref: RequestRef
+    api: str
+    body: Body
+    deadline_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    to: RequestRef
+    api: str
+    error: ErrorCode = ErrorCode.NONE
+    body: Body | None = None
+    message: str | None = None
+
+
+@dataclass(slots=True)
+class Result:
+    records: list[Record] = field(default_factory=list)
+    replies: list[Reply] = field(default_factory=list)
+
+    def extend(self, other: Result) -> Result:
+        self.records.extend(other.records)
+        self.replies.extend(other.replies)
+        return self
+
+    def __bool__(self) -> bool:
+        return bool(self.records or self.replies)
+
+
+class Shard(Protocol):
+    def replay(self, record: Record) -> None:
+        """Apply one durable (or about-to-be-durable) record: the only state change."""
+
+    def on_loaded(self, now_ms: int) -> Result:
+        """Called once the log is replayed to its end: schedule timers, resume work."""
+
+    def handle(self, request: Request, now_ms: int) -> Result:
+        """Answer a request; never mutates persisted state directly."""
+
+    def fire_timers(self, now_ms: int) -> Result:
+        """Run every timer due at ``now_ms``."""
+
+    def next_deadline_ms(self) -> int | None:
+        """When the earliest timer is due, or ``None`` when none is scheduled."""
+
+    def on_unloaded(self) -> list[Reply]:
+        """The shard moves away: answer every parked request (NOT_COORDINATOR)."""

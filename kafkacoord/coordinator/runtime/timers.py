@@ -1,0 +1,61 @@
+"""Keyed timers for a shard: schedule, reschedule, cancel, pop what is due.
+
+Pure and clock-free: the shard passes ``now_ms`` in, so tests drive time by hand.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable
+
+
+class Timers:
+    def __init__(self) -> None:
+        self._deadlines: dict[Hashable, int] = {}
+        self._heap: list[tuple[int, int, Hashable]] = []
+        self._seq = 0  # tie-breaker: keys need not be orderable
+
+    def schedule(self, key: Hashable, deadline_ms: int) -> None:
+        """(Re)schedule ``key``; a later schedule replaces an earlier one."""
+        self._deadlines[key] = deadline_ms
+        self._seq += 1
+        heapq.heappush(self._heap, (deadline_ms, self._seq, key))
+
+    def cancel(self, key: Hashable) -> None:
+        self._deadlines.pop(key, None)
+
+    def deadline(self, key: Hashable) -> int | None:
+        return self._deadlines.get(key)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._deadlines
+
+    def __len__(self) -> int:
+        return len(self._deadlines)
+
+    def clear(self) -> None:
+        self._deadlines.clear()
+        self._heap.clear()
+
+    def _prune(self) -> None:
+        # Drop heap entries that were cancelled or superseded by a reschedule.
+        while self._heap:
+            deadline, _, key = self._heap[0]
+            if self._deadlines.get(key) == deadline:
+                return
+            heapq.heappop(self._heap)
+
+    def next_deadline(self) -> int | None:
+        self._prune()
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now_ms: int) -> list[Hashable]:
+        """Keys whose deadline is at or before ``now_ms``, earliest first; they are removed."""
+        due: list[Hashable] = []
+        while True:
+            self._prune()
+            if not self._heap or self._heap[0][0] > now_ms:
+                return due
+            _, _, key = heapq.heappop(self._heap)
+            del self._deadlines[key]
+            due.append(key)
