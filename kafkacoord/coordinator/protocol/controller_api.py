@@ -19,6 +19,8 @@ class RegisterNode(Body):
     incarnation: str = Field(min_length=1)
     rack: str | None = None
     endpoints: dict[str, str] = Field(default_factory=dict)
+    # "coordinator" marks a kafkacoord daemon: it may host group-coordinator shards.
+    roles: list[str] = Field(default_factory=list)
 
 
 class RegisterNodeResponse(Body):

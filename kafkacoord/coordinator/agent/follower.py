@@ -1,0 +1,108 @@
+"""Tails ``__kc_metadata`` from the start and hands every decoded record over, in order.
+
+The first partition-EOF marks "caught up": everything up to the high watermark
+has been seen, so a listener can act on the final state instead of on history.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import cast
+
+import structlog
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from kafkacoord.codecs import CodecError, decode_record
+from kafkacoord.storage.clients import base_config
+
+from ..runtime.shard import Record
+from ..transport.client import LOW_LATENCY_CONSUMER
+from ..transport.envelope import poll_batch
+
+log = structlog.get_logger(__name__)
+
+OnRecord = Callable[[Record, int], None]
+
+
+class MetadataFollower:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        on_record: OnRecord,
+        *,
+        client_id: str,
+        on_caught_up: Callable[[], None] | None = None,
+        start_offset: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.poison = 0
+        self.records = 0
+        self.position = start_offset
+        self.caught_up = threading.Event()
+        self._on_record = on_record
+        self._on_caught_up = on_caught_up
+        self._closing = threading.Event()
+        self._consumer = Consumer(
+            base_config(
+                bootstrap,
+                client_id,
+                **{
+                    "group.id": f"{client_id}-metadata",
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": True,
+                    "auto.offset.reset": "earliest",
+                    "isolation.level": "read_committed",
+                    **LOW_LATENCY_CONSUMER,
+                },
+            )
+        )
+        self._consumer.assign([TopicPartition(topic, 0, start_offset)])
+        self._thread = threading.Thread(target=self._serve, name=f"{client_id}-follow", daemon=True)
+        self._thread.start()
+
+    def wait_caught_up(self, timeout_s: float) -> bool:
+        return self.caught_up.wait(timeout_s)
+
+    def _serve(self) -> None:
+        while not self._closing.is_set():
+            try:
+                messages = poll_batch(self._consumer, 5000, 0.1)
+            except (KafkaException, RuntimeError):
+                if self._closing.is_set():
+                    return
+                raise
+            for msg in messages:
+                try:
+                    self._on_message(msg)
+                except Exception:
+                    log.exception("metadata listener failed", offset=msg.offset())
+
+    def _on_message(self, msg: Message) -> None:
+        error = msg.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                if not self.caught_up.is_set():
+                    self.caught_up.set()
+                    if self._on_caught_up is not None:
+                        self._on_caught_up()
+            else:
+                log.warning("metadata fetch error", error=error.str())
+            return
+        offset = cast(int, msg.offset())
+        self.position = offset + 1
+        try:
+            key, value = decode_record(msg.key(), msg.value())
+        except CodecError as exc:
+            self.poison += 1
+            log.warning("skipped poison record", topic=self.topic, partition=0, offset=offset,
+                        reason=str(exc))  # fmt: skip
+            return
+        self.records += 1
+        self._on_record(Record(key, value), offset)
+
+    def close(self) -> None:
+        self._closing.set()
+        self._thread.join(timeout=5)
+        self._consumer.close()

@@ -1,0 +1,115 @@
+"""Seed 004's becomeLeaderOrFollower, as a pure function of the metadata log.
+
+For each partition record that names this node: ignore it when its controller
+epoch is older than the newest seen (a stale controller), apply it only when
+its leader epoch is newer than the one held, then tell the application whether
+it now leads or follows. A partition that stops naming the node, or is deleted,
+stops the replica.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from kafkacoord.codecs.models import (
+    ControllerValue,
+    PartitionKey,
+    PartitionValue,
+    TopicKey,
+    TopicValue,
+)
+
+from ..runtime.shard import Record
+
+
+class Role(Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+class PartitionHandler(Protocol):
+    """What a service implements to host replicas."""
+
+    def on_become_leader(self, topic: str, partition: int, state: PartitionValue) -> None: ...
+
+    def on_become_follower(self, topic: str, partition: int, state: PartitionValue) -> None: ...
+
+    def on_stop_replica(self, topic: str, partition: int, deleted: bool) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    topic: str
+    partition: int
+    role: Role | None  # None: stop the replica
+    state: PartitionValue | None
+    deleted: bool = False
+
+
+class ReplicaManager:
+    """Holds this node's replicas; ``apply`` returns the transitions a record causes."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.controller_epoch = -1
+        self.replicas: dict[tuple[str, int], PartitionValue] = {}
+        self.roles: dict[tuple[str, int], Role] = {}
+        self.stale_ignored = 0
+
+    def apply(self, record: Record) -> list[Transition]:
+        key, value = record.key, record.value
+        if isinstance(value, ControllerValue):
+            self.controller_epoch = max(self.controller_epoch, value.epoch)
+            return []
+        if isinstance(key, PartitionKey):
+            if value is None:
+                return self._stop((key.topic, key.partition), deleted=True)
+            assert isinstance(value, PartitionValue)
+            return self._partition(value)
+        if isinstance(key, TopicKey) and isinstance(value, TopicValue) and value.deleting:
+            return [t for tp in list(self.replicas) if tp[0] == key.name
+                    for t in self._stop(tp, deleted=True)]  # fmt: skip
+        return []
+
+    def _partition(self, state: PartitionValue) -> list[Transition]:
+        if state.controller_epoch < self.controller_epoch:
+            self.stale_ignored += 1
+            return []
+        self.controller_epoch = state.controller_epoch
+        tp = (state.topic, state.partition)
+        if self.node_id not in state.replicas:
+            return self._stop(tp, deleted=False)
+        held = self.replicas.get(tp)
+        if held is not None and state.leader_epoch <= held.leader_epoch:
+            # Same leadership, newer ISR or replicas: keep it, no callback.
+            if state.partition_epoch > held.partition_epoch:
+                self.replicas[tp] = state
+            return []
+        self.replicas[tp] = state
+        role = Role.LEADER if state.leader == self.node_id else Role.FOLLOWER
+        self.roles[tp] = role
+        return [Transition(state.topic, state.partition, role, state)]
+
+    def _stop(self, tp: tuple[str, int], *, deleted: bool) -> list[Transition]:
+        if self.replicas.pop(tp, None) is None:
+            return []
+        self.roles.pop(tp, None)
+        return [Transition(tp[0], tp[1], None, None, deleted)]
+
+    def current(self) -> list[Transition]:
+        """The transitions that bring a fresh application to the present state."""
+        return [Transition(tp[0], tp[1], self.roles[tp], state)
+                for tp, state in sorted(self.replicas.items())]  # fmt: skip
+
+
+def deliver(handler: PartitionHandler, transition: Transition) -> None:
+    if transition.role is Role.LEADER:
+        assert transition.state is not None
+        handler.on_become_leader(transition.topic, transition.partition, transition.state)
+    elif transition.role is Role.FOLLOWER:
+        assert transition.state is not None
+        handler.on_become_follower(transition.topic, transition.partition, transition.state)
+    else:
+        handler.on_stop_replica(transition.topic, transition.partition, transition.deleted)

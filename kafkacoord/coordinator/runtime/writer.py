@@ -1,0 +1,139 @@
+"""Durable appends of one shard's batches to its own partition.
+
+A batch is appended as a unit and ``write`` returns only once every record is
+acknowledged by all in-sync replicas. The transactional writer also fences
+zombies: opening it with the shard's fixed ``transactional.id`` makes the broker
+reject any older writer still holding that id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Protocol, cast
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from kafkacoord.storage.clients import durable_producer
+from kafkacoord.storage.errors import AppendError
+
+RawRecord = tuple[bytes, bytes | None]
+
+
+class WriterFencedError(AppendError):
+    """A newer writer holds this shard's transactional id: this process is a zombie."""
+
+
+class ShardWriter(Protocol):
+    def write(self, records: Sequence[RawRecord]) -> list[int]:
+        """Append and wait; returns each record's offset."""
+
+    def close(self) -> None: ...
+
+
+class _Deliveries:
+    def __init__(self, count: int) -> None:
+        self.offsets: list[int] = [-1] * count
+        self.error: KafkaError | None = None
+
+    def callback(self, index: int) -> Callable[[KafkaError | None, Message], None]:
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                self.error = self.error or err
+            else:
+                self.offsets[index] = cast(int, msg.offset())
+
+        return delivered
+
+
+def _produce_all(
+    producer: Producer, topic: str, partition: int, records: Sequence[RawRecord]
+) -> _Deliveries:
+    deliveries = _Deliveries(len(records))
+    for i, (key, value) in enumerate(records):
+        while True:
+            try:
+                producer.produce(topic, value, key, partition, on_delivery=deliveries.callback(i))
+                break
+            except BufferError:
+                producer.poll(0.005)
+    return deliveries
+
+
+def _raise_for(err: KafkaError | KafkaException, where: str) -> None:
+    error = err.args[0] if isinstance(err, KafkaException) else err
+    code = error.code() if isinstance(error, KafkaError) else None
+    text = error.str() if isinstance(error, KafkaError) else str(error)
+    if code in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
+        raise WriterFencedError(
+            f"{where}: fenced by a newer writer: {text}", retriable=False, fatal=True
+        )
+    fatal = isinstance(error, KafkaError) and error.fatal()
+    retriable = isinstance(error, KafkaError) and error.retriable()
+    raise AppendError(f"{where}: {text}", retriable=retriable, fatal=fatal)
+
+
+class TransactionalWriter:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partition: int,
+        *,
+        transactional_id: str,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._timeout_s = timeout_s
+        self._producer = durable_producer(
+            bootstrap,
+            transactional_id,
+            linger_ms=0,
+            **{"transactional.id": transactional_id, "transaction.timeout.ms": 60_000},
+        )
+        try:
+            self._producer.init_transactions(timeout_s)
+        except KafkaException as exc:
+            _raise_for(exc, f"init transactions for {transactional_id}")
+
+    def write(self, records: Sequence[RawRecord]) -> list[int]:
+        where = f"append to {self.topic}-{self.partition}"
+        try:
+            self._producer.begin_transaction()
+            deliveries = _produce_all(self._producer, self.topic, self.partition, records)
+            self._producer.commit_transaction(self._timeout_s)
+        except KafkaException as exc:
+            self._abort()
+            _raise_for(exc, where)
+        if deliveries.error is not None:
+            _raise_for(deliveries.error, where)
+        return deliveries.offsets
+
+    def _abort(self) -> None:
+        # A fenced or fatal producer cannot abort; the broker already did.
+        with contextlib.suppress(KafkaException):
+            self._producer.abort_transaction(self._timeout_s)
+
+    def close(self) -> None:
+        self._producer.flush(1)
+
+
+class IdempotentWriter:
+    def __init__(self, bootstrap: str, topic: str, partition: int, *, client_id: str) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._producer = durable_producer(bootstrap, client_id, linger_ms=0)
+
+    def write(self, records: Sequence[RawRecord]) -> list[int]:
+        deliveries = _produce_all(self._producer, self.topic, self.partition, records)
+        remaining = self._producer.flush(30)
+        where = f"append to {self.topic}-{self.partition}"
+        if remaining:
+            raise AppendError(f"{where}: {remaining} records not acknowledged", retriable=True)
+        if deliveries.error is not None:
+            _raise_for(deliveries.error, where)
+        return deliveries.offsets
+
+    def close(self) -> None:
+        self._producer.flush(5)

@@ -1,0 +1,1 @@
+"""The daemon's long-running parts: controller election and hosting, group shard hosting."""

@@ -1,0 +1,89 @@
+"""Who is the active controller: the member of a Kafka consumer group that owns partition 0.
+
+Every daemon joins the group ``<prefix>controller`` on the metadata topic (the
+technique faust and Karapace use). The member assigned partition 0 activates;
+losing it (revocation, or a lost session) deactivates. The partition is paused
+at once: the group is only a lease, the data is read elsewhere.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import structlog
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from kafkacoord.storage.clients import base_config
+
+log = structlog.get_logger(__name__)
+
+
+class ControllerElection:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        group_id: str,
+        *,
+        client_id: str,
+        on_elected: Callable[[], None],
+        on_lost: Callable[[], None],
+        session_timeout_ms: int = 6000,
+        heartbeat_interval_ms: int = 500,
+    ) -> None:
+        self.topic = topic
+        self.active = False
+        self._on_elected = on_elected
+        self._on_lost = on_lost
+        self._closing = threading.Event()
+        self._consumer = Consumer(
+            base_config(
+                bootstrap,
+                client_id,
+                **{
+                    "group.id": group_id,
+                    "enable.auto.commit": False,
+                    "session.timeout.ms": session_timeout_ms,
+                    "heartbeat.interval.ms": heartbeat_interval_ms,
+                    "partition.assignment.strategy": "range",
+                },
+            )
+        )
+        self._consumer.subscribe(
+            [topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
+        )
+        self._thread = threading.Thread(target=self._serve, name=f"{client_id}-elect", daemon=True)
+        self._thread.start()
+
+    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if partitions:
+            consumer.pause(partitions)
+        if any(p.partition == 0 for p in partitions) and not self.active:
+            self.active = True
+            log.info("elected active controller", group=self.topic)
+            self._on_elected()
+
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if any(p.partition == 0 for p in partitions) and self.active:
+            self.active = False
+            log.info("no longer the active controller")
+            self._on_lost()
+
+    def _serve(self) -> None:
+        while not self._closing.is_set():
+            try:
+                self._consumer.poll(0.1)
+            except (KafkaException, RuntimeError):
+                if self._closing.is_set():
+                    return
+                log.exception("controller election poll failed")
+
+    def close(self) -> None:
+        """Leave the group at once, so a standby takes over without a session timeout."""
+        self._closing.set()
+        self._thread.join(timeout=5)
+        if self.active:
+            self.active = False
+            self._on_lost()
+        self._consumer.close()
