@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from kafkacoord import __version__
 from kafkacoord.storage.errors import StorageError
 
-from . import logs
+from . import cli_admin, logs
 from .settings import load_settings
 
 app = typer.Typer(
@@ -65,6 +65,9 @@ def daemon(
 def version() -> None:
     """Print the version."""
     typer.echo(f"kafkacoord {__version__}")
+
+
+cli_admin.register(app)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
-"""The kafkacoord daemon: broker connection, internal topics, cache, shard loading.
-
-Later layers (controller, group shards) plug in after the shards are loaded.
+"""The kafkacoord daemon: broker connection, internal topics, cache, shard loading,
+then the controller (on whichever daemon wins the election) and this daemon's own
+node agent, through which the controller places group-coordinator shards on it.
 """
 
 from __future__ import annotations
@@ -8,11 +8,13 @@ from __future__ import annotations
 import signal
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from types import FrameType
 
 import structlog
 
+from kafkacoord.codecs.models import PartitionValue
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client, broker_count, replay_consumer
@@ -21,7 +23,11 @@ from kafkacoord.storage.fold import FoldPolicy, metadata_policy, offsets_policy
 from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
 from kafkacoord.storage.topics import ensure_topics
 
+from .agent import NodeAgent
+from .controller.config import COORDINATOR_ROLE
+from .services.controller import ControllerService
 from .settings import Settings
+from .transport import ReplySender, RequestError
 
 log = structlog.get_logger(__name__)
 
@@ -45,6 +51,10 @@ class Daemon:
         self._stop = threading.Event()
         self._broker: EmbeddedBroker | None = None
         self._cache: StateCache | None = None
+        self._replies: ReplySender | None = None
+        self.controller: ControllerService | None = None
+        self.agent: NodeAgent | None = None
+        self.incarnation = uuid.uuid4().hex
 
     def run(self) -> int:
         """Start, serve until SIGINT/SIGTERM, stop. Returns the process exit code."""
@@ -81,6 +91,7 @@ class Daemon:
         self._load(
             topics.offsets, range(s.offsets_partitions), offsets_policy(s.offsets_retention_ms)
         )
+        self._start_services(bootstrap)
         self.state.ready = True
         offsets = self.state.loads[topics.offsets].values()
         log.info(
@@ -93,12 +104,43 @@ class Daemon:
             seconds=round(time.monotonic() - started, 3),
         )
 
+    def _start_services(self, bootstrap: str) -> None:
+        assert self._cache is not None
+        s = self.settings
+        topics = s.topics
+        self._replies = ReplySender(
+            bootstrap, topics.responses, client_id=f"kafkacoord-{s.node_id}-replies"
+        )
+        self.controller = ControllerService(
+            s, bootstrap, self._cache, self.state.identities[topics.metadata], self._replies,
+            config=s.controller_config(), incarnation=self.incarnation,
+        )  # fmt: skip
+        self.agent = NodeAgent(
+            bootstrap, node_id=s.node_id, handler=_ShardLog(s.node_id), rack=s.rack,
+            roles=[COORDINATOR_ROLE], topic_prefix=s.topic_prefix,
+            responses_partitions=s.responses_partitions,
+            heartbeat_interval_ms=s.node_heartbeat_interval_ms,
+        )  # fmt: skip
+        # Registration waits for a controller, possibly this daemon's own: not on this thread.
+        threading.Thread(target=self._start_agent, name="agent-start", daemon=True).start()
+
+    def _start_agent(self) -> None:
+        assert self.agent is not None
+        while not self._stop.is_set():
+            try:
+                self.agent.start(timeout_s=30)
+                return
+            except RequestError as exc:
+                log.warning("node registration failed; retrying", error=str(exc))
+
     def _start_embedded_broker(self) -> str:
         s = self.settings
         self._broker = EmbeddedBroker(
             port=s.embedded_broker_port, log_path=s.data_dir / "tansu.log"
         )
         self._broker.start()
+        # Lets the admin commands on this machine find the embedded broker.
+        (s.data_dir / "bootstrap").write_text(self._broker.bootstrap)
         return self._broker.bootstrap
 
     def _open_cache(self) -> StateCache:
@@ -137,6 +179,15 @@ class Daemon:
                          next_offset=load.next_offset, seconds=round(load.seconds, 3))  # fmt: skip
 
     def stop(self) -> None:
+        if self.agent is not None:
+            self.agent.close()
+            self.agent = None
+        if self.controller is not None:
+            self.controller.close()
+            self.controller = None
+        if self._replies is not None:
+            self._replies.close()
+            self._replies = None
         if self._cache is not None:
             self._cache.close()
             self._cache = None
@@ -144,3 +195,19 @@ class Daemon:
             self._broker.stop()
             self._broker = None
         log.info("daemon stopped")
+
+
+class _ShardLog:
+    """This daemon's replica callbacks: for now, log the group shards it is given."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+
+    def on_become_leader(self, topic: str, partition: int, state: PartitionValue) -> None:
+        log.info("leading shard", topic=topic, partition=partition, epoch=state.leader_epoch)
+
+    def on_become_follower(self, topic: str, partition: int, state: PartitionValue) -> None:
+        log.info("following shard", topic=topic, partition=partition, leader=state.leader)
+
+    def on_stop_replica(self, topic: str, partition: int, deleted: bool) -> None:
+        log.info("dropped shard", topic=topic, partition=partition, deleted=deleted)

@@ -16,6 +16,8 @@ from pydantic_settings import (
 
 from kafkacoord.storage.topics import InternalTopics
 
+from .controller.config import COORDINATOR_ROLE, ControllerConfig, InternalTopicSpec
+
 CONFIG_ENV = "KAFKACOORD_CONFIG"
 
 
@@ -48,6 +50,28 @@ class Settings(BaseSettings):
         2.0, gt=0, description="Seconds between load progress lines."
     )
     strict_records: bool = Field(False, description="Stop on a poison record instead of skipping.")
+    controller_session_timeout_ms: int = Field(
+        6000, ge=1000, description="Session of the controller-election group: failover time."
+    )
+    node_session_timeout_ms: int = Field(9000, ge=500, description="broker.session.timeout.ms")
+    node_heartbeat_interval_ms: int = Field(
+        2000, ge=100, description="broker.heartbeat.interval.ms"
+    )
+    auto_leader_rebalance_enable: bool = Field(True, description="auto.leader.rebalance.enable")
+    leader_imbalance_check_interval_seconds: int = Field(
+        300, ge=1, description="leader.imbalance.check.interval.seconds"
+    )
+    leader_imbalance_per_broker_percentage: float = Field(
+        10.0, ge=0, description="leader.imbalance.per.broker.percentage"
+    )
+    unclean_leader_election_enable: bool = Field(
+        False, description="unclean.leader.election.enable (topics may override)."
+    )
+    max_concurrent_reassignments: int = Field(
+        100, ge=1, description="Partitions moving at once; more are queued."
+    )
+    default_replication_factor: int = Field(1, ge=1, description="default.replication.factor")
+    num_partitions: int = Field(1, ge=1, description="num.partitions")
     embedded_broker_port: int | None = Field(None, description="Port of the embedded broker.")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["console", "json"] = "console"
@@ -74,6 +98,27 @@ class Settings(BaseSettings):
             responses_partitions=self.responses_partitions,
             offsets_segment_bytes=self.offsets_segment_bytes,
             request_retention_ms=self.request_retention_ms,
+        )
+
+    def controller_config(self) -> ControllerConfig:
+        return ControllerConfig(
+            node_session_timeout_ms=self.node_session_timeout_ms,
+            auto_leader_rebalance_enable=self.auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_ms=self.leader_imbalance_check_interval_seconds * 1000,
+            leader_imbalance_per_broker_percentage=self.leader_imbalance_per_broker_percentage,
+            max_concurrent_reassignments=self.max_concurrent_reassignments,
+            unclean_leader_election_enable=self.unclean_leader_election_enable,
+            default_num_partitions=self.num_partitions,
+            default_replication_factor=self.default_replication_factor,
+            # The group-coordinator shards: one logical partition per __kc_offsets partition.
+            internal_topics=(
+                InternalTopicSpec(
+                    self.topics.offsets,
+                    self.offsets_partitions,
+                    self.offsets_replication_factor,
+                    role=COORDINATOR_ROLE,
+                ),
+            ),
         )
 
     @property

@@ -22,7 +22,7 @@ from ..transport.envelope import poll_batch
 
 log = structlog.get_logger(__name__)
 
-OnRecord = Callable[[Record, int], None]
+OnRecord = Callable[[Record, int], object]
 
 
 class MetadataFollower:

@@ -1,0 +1,104 @@
+"""Text output of the admin commands, in the Kafka tools' formats."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from kafkacoord.codecs.models import PartitionValue, TopicValue
+
+from ..controller.image import MetadataImage
+
+
+def _ids(values: Iterable[int]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def describe_topic_header(topic: TopicValue, partitions: int) -> str:
+    configs = ",".join(f"{k}={v}" for k, v in sorted(topic.configs.items()))
+    deleting = "\tMarkedForDeletion: true" if topic.deleting else ""
+    return (
+        f"Topic: {topic.name}\tTopicId: {topic.topic_id}\tPartitionCount: {partitions}\t"
+        f"ReplicationFactor: {topic.replication_factor}\tConfigs: {configs}{deleting}"
+    )
+
+
+def describe_partition(value: PartitionValue) -> str:
+    leader = "none" if value.leader < 0 else str(value.leader)
+    line = (
+        f"\tTopic: {value.topic}\tPartition: {value.partition}\tLeader: {leader}\t"
+        f"Replicas: {_ids(value.replicas)}\tIsr: {_ids(value.isr)}"
+    )
+    moving = value.reassignment
+    if moving is not None:
+        if moving.adding_replicas:
+            line += f"\tAdding Replicas: {_ids(moving.adding_replicas)}"
+        if moving.removing_replicas:
+            line += f"\tRemoving Replicas: {_ids(moving.removing_replicas)}"
+    return line
+
+
+def describe_topics(
+    image: MetadataImage,
+    topics: Sequence[str] | None = None,
+    *,
+    under_replicated: bool = False,
+    unavailable: bool = False,
+    under_min_isr: bool = False,
+) -> list[str]:
+    """kafka-topics --describe; with a filter, only matching partitions and no headers."""
+    names = sorted(image.topics) if not topics else list(topics)
+    filtered = under_replicated or unavailable or under_min_isr
+    keep: set[tuple[str, int]] = set()
+    if under_replicated:
+        keep |= {(v.topic, v.partition) for v in image.under_replicated()}
+    if unavailable:
+        keep |= {(v.topic, v.partition) for v in image.unavailable()}
+    if under_min_isr:
+        keep |= {(v.topic, v.partition) for v in image.under_min_isr()}
+    lines: list[str] = []
+    for name in names:
+        topic = image.topic(name)
+        if topic is None:
+            continue
+        partitions = image.partitions_of(name)
+        if not filtered:
+            lines.append(describe_topic_header(topic, len(partitions)))
+        lines.extend(
+            describe_partition(v)
+            for v in partitions
+            if not filtered or (v.topic, v.partition) in keep
+        )
+    return lines
+
+
+def node_table(image: MetadataImage) -> list[str]:
+    leaders = image.leader_counts()
+    rows = [("ID", "RACK", "STATE", "EPOCH", "ROLES", "LEADERS", "REPLICAS", "ENDPOINTS")]
+    for node_id, node in sorted(image.nodes.items()):
+        state = "FENCED" if node.fenced else "SHUTTING_DOWN" if node.shutting_down else "UNFENCED"
+        endpoints = ",".join(f"{k}={v}" for k, v in sorted(node.endpoints.items()))
+        rows.append((
+            str(node_id), node.rack or "-", state, str(node.node_epoch),
+            ",".join(node.roles) or "-", str(leaders.get(node_id, 0)),
+            str(len(image.replicas_on(node_id))), endpoints or "-",
+        ))  # fmt: skip
+    return table(rows)
+
+
+def table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in rows]  # fmt: skip
+
+
+def reassignment_lines(image: MetadataImage) -> list[str]:
+    rows = [("TOPIC", "PARTITION", "STEP", "REPLICAS", "TARGET", "ADDING", "REMOVING", "ISR")]
+    for value in image.reassignments():
+        moving = value.reassignment
+        assert moving is not None
+        rows.append((
+            value.topic, str(value.partition), moving.step, _ids(value.replicas),
+            _ids(moving.target_replicas), _ids(moving.adding_replicas) or "-",
+            _ids(moving.removing_replicas) or "-", _ids(value.isr),
+        ))  # fmt: skip
+    return table(rows) if len(rows) > 1 else ["No partition reassignments in progress."]

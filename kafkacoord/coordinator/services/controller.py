@@ -1,0 +1,160 @@
+"""Hosts the controller shard on whichever daemon holds the election lease.
+
+Activation (seed 001's onControllerFailover, KRaft's claim): open the
+transactional writer (fencing any zombie), load ``__kc_metadata`` to its end,
+write the next controller epoch, then serve ``__kc_controller_requests``.
+Losing the lease stops the host at once; a zombie that kept writing would be
+fenced by the broker and ignored on replay.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+
+import structlog
+
+from kafkacoord.storage.cache import ShardId, StateCache
+from kafkacoord.storage.clients import replay_consumer
+from kafkacoord.storage.fold import metadata_policy
+from kafkacoord.storage.recovery import ShardRecovery
+
+from ..controller.config import ControllerConfig
+from ..controller.shard import ControllerShard
+from ..protocol import CONTROLLER_APIS, ErrorCode
+from ..runtime.host import HostParts, HostState, ShardHost
+from ..runtime.shard import Request
+from ..runtime.writer import TransactionalWriter
+from ..settings import Settings
+from ..transport import ReplySender, RequestReceiver
+from .election import ControllerElection
+
+log = structlog.get_logger(__name__)
+
+RETRY_ACTIVATION_S = 1.0
+
+
+class ControllerService:
+    def __init__(
+        self,
+        settings: Settings,
+        bootstrap: str,
+        cache: StateCache,
+        identity: str,
+        replies: ReplySender,
+        *,
+        config: ControllerConfig,
+        incarnation: str | None = None,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.config = config
+        self.incarnation = incarnation or uuid.uuid4().hex
+        self.host: ShardHost | None = None
+        self.activations = 0
+        self._bootstrap = bootstrap
+        self._cache = cache
+        self._identity = identity
+        self._replies = replies
+        self._on_change = on_change
+        self._lock = threading.Lock()
+        self._closed = False
+        topics = settings.topics
+        self._topics = topics
+        name = f"kafkacoord-{settings.node_id}"
+        self._receiver = RequestReceiver(
+            bootstrap, topics.controller_requests, CONTROLLER_APIS, self._dispatch, replies,
+            client_id=f"{name}-controller",
+        )  # fmt: skip
+        self._election = ControllerElection(
+            bootstrap, topics.metadata, f"{topics.prefix}controller", client_id=f"{name}-elect",
+            on_elected=self._activate, on_lost=self._deactivate,
+            session_timeout_ms=settings.controller_session_timeout_ms,
+        )  # fmt: skip
+
+    @property
+    def active(self) -> bool:
+        host = self.host
+        return host is not None and host.state is HostState.ACTIVE
+
+    @property
+    def shard(self) -> ControllerShard | None:
+        host = self.host
+        shard = None if host is None else host.shard
+        return shard if isinstance(shard, ControllerShard) else None
+
+    def _parts(self) -> HostParts:
+        s, topics = self.settings, self._topics
+        recovery = ShardRecovery(
+            self._cache,
+            lambda: replay_consumer(
+                self._bootstrap, f"kafkacoord-{s.node_id}-controller-loader",
+                **{"auto.offset.reset": "error", "isolation.level": "read_committed"},
+            ),
+            topics.metadata, metadata_policy(), strict=s.strict_records,
+            chunk_records=s.load_chunk_records,
+        )  # fmt: skip
+        return HostParts(
+            store=self._cache.shard(ShardId(topics.metadata, 0)),
+            identity=self._identity,
+            policy=metadata_policy(),
+            recover=lambda: recovery.recover([0], self._identity)[0],
+            make_shard=lambda: ControllerShard(self.config, s.node_id, self.incarnation),
+            make_writer=lambda: TransactionalWriter(
+                self._bootstrap, topics.metadata, 0, transactional_id=f"{topics.prefix}controller"
+            ),
+            replies=self._replies,
+        )
+
+    def _activate(self) -> None:
+        with self._lock:
+            if self._closed or (self.host is not None and self.host.state is not HostState.STOPPED):
+                return
+            self.activations += 1
+            log.info("activating controller", node_id=self.settings.node_id)
+            self.host = ShardHost(
+                "controller", self._parts(), unavailable=ErrorCode.NOT_CONTROLLER,
+                on_stopped=self._stopped,
+            ).start()  # fmt: skip
+            self._receiver.assign([0])
+        if self._on_change is not None:
+            self._on_change(True)
+
+    def _deactivate(self) -> None:
+        with self._lock:
+            self._receiver.assign([])
+            host = self.host
+        if host is not None:
+            host.stop(timeout_s=0)  # never block the election's poll thread
+        if self._on_change is not None:
+            self._on_change(False)
+
+    def _stopped(self, host: ShardHost, failure: Exception | None) -> None:
+        if failure is None or self._closed:
+            return
+        # Still holding the lease (a broker hiccup, say): try again shortly.
+        if self._election.active:
+            log.warning("controller stopped; retrying activation", error=str(failure))
+            timer = threading.Timer(RETRY_ACTIVATION_S, self._retry)
+            timer.daemon = True
+            timer.start()
+
+    def _retry(self) -> None:
+        if self._election.active:
+            self._activate()
+
+    def _dispatch(self, partition: int, request: Request) -> None:
+        host = self.host
+        if host is None:
+            self._receiver.reject(request, ErrorCode.NOT_CONTROLLER)
+        else:
+            host.submit(request)
+
+    def close(self) -> None:
+        self._closed = True
+        self._election.close()
+        self._receiver.close()
+        host = self.host
+        if host is not None:
+            host.stop()
