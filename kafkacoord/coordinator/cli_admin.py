@@ -420,3 +420,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(reassign_app, name="reassign")
     app.command("elect-leaders")(elect_leaders)
     app.command("shutdown-node")(shutdown_node)
+    from .cli_groups import groups_app
+
+    app.add_typer(groups_app, name="groups")

@@ -14,7 +14,6 @@ from types import FrameType
 
 import structlog
 
-from kafkacoord.codecs.models import PartitionValue
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client, broker_count, replay_consumer
@@ -26,6 +25,7 @@ from kafkacoord.storage.topics import ensure_topics
 from .agent import NodeAgent
 from .controller.config import COORDINATOR_ROLE
 from .services.controller import ControllerService
+from .services.groups import GroupService
 from .settings import Settings
 from .transport import ReplySender, RequestError
 
@@ -53,6 +53,7 @@ class Daemon:
         self._cache: StateCache | None = None
         self._replies: ReplySender | None = None
         self.controller: ControllerService | None = None
+        self.groups: GroupService | None = None
         self.agent: NodeAgent | None = None
         self.incarnation = uuid.uuid4().hex
 
@@ -115,8 +116,12 @@ class Daemon:
             s, bootstrap, self._cache, self.state.identities[topics.metadata], self._replies,
             config=s.controller_config(), incarnation=self.incarnation,
         )  # fmt: skip
+        self.groups = GroupService(
+            s, bootstrap, self._cache, self.state.identities[topics.offsets], self._replies,
+            config=s.group_config(),
+        )  # fmt: skip
         self.agent = NodeAgent(
-            bootstrap, node_id=s.node_id, handler=_ShardLog(s.node_id), rack=s.rack,
+            bootstrap, node_id=s.node_id, handler=self.groups, rack=s.rack,
             roles=[COORDINATOR_ROLE], topic_prefix=s.topic_prefix,
             responses_partitions=s.responses_partitions,
             heartbeat_interval_ms=s.node_heartbeat_interval_ms,
@@ -182,6 +187,9 @@ class Daemon:
         if self.agent is not None:
             self.agent.close()
             self.agent = None
+        if self.groups is not None:
+            self.groups.close()
+            self.groups = None
         if self.controller is not None:
             self.controller.close()
             self.controller = None
@@ -195,19 +203,3 @@ class Daemon:
             self._broker.stop()
             self._broker = None
         log.info("daemon stopped")
-
-
-class _ShardLog:
-    """This daemon's replica callbacks: for now, log the group shards it is given."""
-
-    def __init__(self, node_id: int) -> None:
-        self.node_id = node_id
-
-    def on_become_leader(self, topic: str, partition: int, state: PartitionValue) -> None:
-        log.info("leading shard", topic=topic, partition=partition, epoch=state.leader_epoch)
-
-    def on_become_follower(self, topic: str, partition: int, state: PartitionValue) -> None:
-        log.info("following shard", topic=topic, partition=partition, leader=state.leader)
-
-    def on_stop_replica(self, topic: str, partition: int, deleted: bool) -> None:
-        log.info("dropped shard", topic=topic, partition=partition, deleted=deleted)

@@ -17,6 +17,7 @@ from pydantic_settings import (
 from kafkacoord.storage.topics import InternalTopics
 
 from .controller.config import COORDINATOR_ROLE, ControllerConfig, InternalTopicSpec
+from .groups.config import GroupConfig
 
 CONFIG_ENV = "KAFKACOORD_CONFIG"
 
@@ -72,6 +73,21 @@ class Settings(BaseSettings):
     )
     default_replication_factor: int = Field(1, ge=1, description="default.replication.factor")
     num_partitions: int = Field(1, ge=1, description="num.partitions")
+    group_min_session_timeout_ms: int = Field(
+        6000, ge=0, description="group.min.session.timeout.ms"
+    )
+    group_max_session_timeout_ms: int = Field(
+        300_000, ge=0, description="group.max.session.timeout.ms"
+    )
+    group_initial_rebalance_delay_ms: int = Field(
+        3000, ge=0, description="group.initial.rebalance.delay.ms"
+    )
+    group_max_size: int | None = Field(None, ge=1, description="group.max.size")
+    offset_metadata_max_bytes: int = Field(4096, ge=1, description="offset.metadata.max.bytes")
+    offsets_retention_check_interval_ms: int = Field(
+        600_000, ge=1, description="offsets.retention.check.interval.ms"
+    )
+    offsets_commit_timeout_ms: int = Field(5000, ge=1, description="offsets.commit.timeout.ms")
     embedded_broker_port: int | None = Field(None, description="Port of the embedded broker.")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["console", "json"] = "console"
@@ -119,6 +135,18 @@ class Settings(BaseSettings):
                     role=COORDINATOR_ROLE,
                 ),
             ),
+        )
+
+    def group_config(self) -> GroupConfig:
+        return GroupConfig(
+            min_session_timeout_ms=self.group_min_session_timeout_ms,
+            max_session_timeout_ms=self.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
+            max_size=self.group_max_size,
+            offset_metadata_max_bytes=self.offset_metadata_max_bytes,
+            offsets_retention_ms=self.offsets_retention_ms,
+            offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
+            offsets_commit_timeout_ms=self.offsets_commit_timeout_ms,
         )
 
     @property

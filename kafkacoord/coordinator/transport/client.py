@@ -39,12 +39,21 @@ LOW_LATENCY_CONSUMER = {"fetch.wait.max.ms": 5, "fetch.error.backoff.ms": 20}
 class RequestError(Exception):
     """The server answered with an error (or never answered in time)."""
 
-    def __init__(self, api: str, code: ErrorCode, message: str | None = None) -> None:
+    def __init__(
+        self, api: str, code: ErrorCode, message: str | None = None, body: bytes = b""
+    ) -> None:
         detail = f": {message}" if message else ""
         super().__init__(f"{api} failed with {code.name}{detail}")
         self.api = api
         self.code = code
         self.message = message
+        # Some errors carry a body too (JoinGroup's MEMBER_ID_REQUIRED names the member id).
+        self.body = body
+
+    def response(self, response_type: type[B]) -> B | None:
+        if not self.body:
+            return None
+        return response_type.model_validate_json(self.body)
 
 
 class RequestTimeoutError(RequestError):
@@ -175,7 +184,7 @@ class RequestClient:
                 if code is ErrorCode.NONE:
                     self._forget(cid)
                     return cast(B, decode_response(api, reply.body))
-                last = RequestError(api, code, reply.error_message)
+                last = RequestError(api, code, reply.error_message, reply.body)
                 if not code.retriable:
                     self._forget(cid)
                     raise last

@@ -1,0 +1,353 @@
+"""``kafkacoord groups``: kafka-consumer-groups for kafkacoord's group coordinator."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from confluent_kafka import Consumer, TopicPartition
+
+from kafkacoord.storage.clients import base_config
+from kafkacoord.storage.watermarks import log_end_offsets
+
+from .admin.render import table
+from .cli_admin import BootstrapOption, ConfigOption, fail, resolve_settings
+from .clients import GroupAdmin
+from .clients.group_member import broker_partition_counts
+from .groups.consumer_protocol import ConsumerProtocolError, decode_assignment
+from .protocol import ErrorCode
+from .transport import RequestError
+
+groups_app = typer.Typer(
+    help="List, describe, delete groups and manage their offsets.", no_args_is_help=True
+)
+GroupOption = Annotated[str, typer.Option("--group", "-g", help="Group id.")]
+TP = tuple[str, int]
+
+
+@contextlib.contextmanager
+def group_session(config: Path | None, bootstrap: str | None) -> Iterator[tuple[GroupAdmin, str]]:
+    settings = resolve_settings(config, bootstrap)
+    servers = settings.bootstrap or ""
+    try:
+        with GroupAdmin(
+            servers,
+            topic_prefix=settings.topic_prefix,
+            offsets_partitions=settings.offsets_partitions,
+            responses_partitions=settings.responses_partitions,
+        ) as admin:
+            yield admin, servers
+    except RequestError as exc:
+        fail(str(exc))
+
+
+def _assigned(data: bytes) -> list[TP]:
+    if not data:
+        return []
+    try:
+        return sorted(decode_assignment(data).partitions)
+    except ConsumerProtocolError:
+        return []
+
+
+@groups_app.command("list")
+def groups_list(
+    state: Annotated[
+        list[str] | None, typer.Option("--state", help="Only groups in these states.")
+    ] = None,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """List groups (with --state, their states too)."""
+    with group_session(config, bootstrap) as (admin, _):
+        groups = admin.list_groups(state or ())
+    if state:
+        for line in table([("GROUP", "STATE"), *((gr.group_id, gr.state) for gr in groups)]):
+            typer.echo(line)
+    else:
+        for group in groups:
+            typer.echo(group.group_id)
+
+
+@groups_app.command("describe")
+def groups_describe(
+    group: GroupOption,
+    members: Annotated[bool, typer.Option("--members", help="One row per member.")] = False,
+    state: Annotated[bool, typer.Option("--state", help="The group's state.")] = False,
+    offsets: Annotated[bool, typer.Option("--offsets", help="Offsets and lag (default).")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="With --members: assignments.")
+    ] = False,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Describe a group with kafka-consumer-groups' columns."""
+    with group_session(config, bootstrap) as (admin, servers):
+        [described] = admin.describe_groups([group])
+        if described.error is not ErrorCode.NONE or described.state == "Dead":
+            fail(f"Consumer group '{group}' does not exist.")
+        committed = admin.committed(group) if not (members or state) else {}
+        shard = admin.channel.shard_of(group)
+    rows: list[tuple[str, ...]]
+    if state:
+        rows = [
+            ("GROUP", "COORDINATOR (SHARD)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+            (
+                group,
+                str(shard),
+                described.protocol or "",
+                described.state,
+                str(len(described.members)),
+            ),
+        ]
+        _print(rows)
+        return
+    if members:
+        header = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        if verbose:
+            header.append("ASSIGNMENT")
+        rows = [tuple(header)]
+        for m in described.members:
+            parts = _assigned(m.assignment)
+            row = [
+                group,
+                m.member_id,
+                m.group_instance_id or "-",
+                m.client_host,
+                m.client_id,
+                str(len(parts)),
+            ]
+            if verbose:
+                row.append(",".join(f"{t}:{p}" for t, p in parts) or "-")
+            rows.append(tuple(row))
+        _print(rows)
+        return
+    owners: dict[TP, tuple[str, str, str]] = {}
+    for m in described.members:
+        for tp in _assigned(m.assignment):
+            owners[tp] = (m.member_id, m.client_host, m.client_id)
+    partitions = sorted(set(committed) | set(owners))
+    ends = log_end_offsets(servers, partitions) if partitions else {}
+    rows = [
+        (
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        )
+    ]
+    for tp in partitions:
+        current = committed[tp].offset if tp in committed else None
+        end = ends.get(tp)
+        lag = "-" if current is None or end is None else str(max(end - current, 0))
+        member, host, client = owners.get(tp, ("-", "-", "-"))
+        rows.append(
+            (
+                group,
+                tp[0],
+                str(tp[1]),
+                "-" if current is None else str(current),
+                "-" if end is None else str(end),
+                lag,
+                member,
+                host,
+                client,
+            )
+        )
+    if len(rows) == 1:
+        typer.echo(f"Consumer group '{group}' has no active members and no committed offsets.")
+        return
+    _print(rows)
+
+
+def _print(rows: Sequence[Sequence[str]]) -> None:
+    for line in table(rows):
+        typer.echo(line)
+
+
+@groups_app.command("delete")
+def groups_delete(
+    group: GroupOption, config: ConfigOption = None, bootstrap: BootstrapOption = None
+) -> None:
+    """Delete an empty group and its offsets."""
+    with group_session(config, bootstrap) as (admin, _):
+        result = admin.delete_groups([group])[group]
+    if result is not ErrorCode.NONE:
+        fail(f"Deletion of group '{group}' failed: {result.name}")
+    typer.echo(f"Deletion of requested consumer groups ('{group}') was successful.")
+
+
+def _parse_topic(spec: str) -> tuple[str, list[int] | None]:
+    """``topic`` or ``topic:0,1,2`` as kafka-consumer-groups takes them."""
+    topic, sep, parts = spec.partition(":")
+    if not sep:
+        return topic, None
+    try:
+        return topic, [int(p) for p in parts.split(",")]
+    except ValueError:
+        fail(f"--topic expects TOPIC or TOPIC:P1,P2, got {spec!r}", 2)
+        raise
+
+
+def _target_partitions(
+    servers: str, topics: list[str], all_topics: bool, committed: dict[TP, object]
+) -> list[TP]:
+    if all_topics:
+        return sorted(committed)
+    counts = broker_partition_counts(servers)
+    chosen: list[TP] = []
+    for spec in topics:
+        topic, parts = _parse_topic(spec)
+        if parts is None:
+            count = counts([topic]).get(topic)
+            if count is None:
+                fail(f"topic {topic!r} does not exist")
+            parts = list(range(count or 0))
+        chosen.extend((topic, p) for p in parts)
+    return sorted(chosen)
+
+
+def _offsets_at(servers: str, partitions: list[TP], when: datetime) -> dict[TP, int]:
+    consumer = Consumer(base_config(servers, "kafkacoord-reset", **{"group.id": "kc-reset"}))
+    try:
+        ms = int(when.timestamp() * 1000)
+        found = consumer.offsets_for_times([TopicPartition(t, p, ms) for t, p in partitions], 30)
+    finally:
+        consumer.close()
+    ends = log_end_offsets(servers, partitions)
+    return {
+        (tp.topic, tp.partition): tp.offset if tp.offset >= 0 else ends[(tp.topic, tp.partition)]
+        for tp in found
+    }
+
+
+def _earliest(servers: str, partitions: list[TP]) -> dict[TP, int]:
+    consumer = Consumer(base_config(servers, "kafkacoord-reset", **{"group.id": "kc-reset"}))
+    try:
+        return {
+            (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=30)[0]
+            for t, p in partitions
+        }
+    finally:
+        consumer.close()
+
+
+@groups_app.command("reset-offsets")
+def groups_reset_offsets(
+    group: GroupOption,
+    topic: Annotated[
+        list[str] | None, typer.Option("--topic", help="TOPIC or TOPIC:P1,P2.")
+    ] = None,
+    all_topics: Annotated[
+        bool, typer.Option("--all-topics", help="Every committed topic.")
+    ] = False,
+    to_earliest: Annotated[bool, typer.Option("--to-earliest")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest")] = False,
+    to_offset: Annotated[int | None, typer.Option("--to-offset")] = None,
+    to_datetime: Annotated[
+        datetime | None, typer.Option("--to-datetime", help="e.g. 2026-11-01T12:00:00")
+    ] = None,
+    shift_by: Annotated[int | None, typer.Option("--shift-by")] = None,
+    execute: Annotated[bool, typer.Option("--execute", help="Apply (default: dry run).")] = False,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Reset committed offsets; the group must be empty. Prints the plan, applies with --execute."""
+    chosen = [
+        to_earliest,
+        to_latest,
+        to_offset is not None,
+        to_datetime is not None,
+        shift_by is not None,
+    ]
+    if sum(chosen) != 1:
+        fail(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
+            "--shift-by",
+            2,
+        )
+    if bool(topic) == all_topics:
+        fail("give either --topic or --all-topics", 2)
+    with group_session(config, bootstrap) as (admin, servers):
+        committed = admin.committed(group)
+        partitions = _target_partitions(servers, topic or [], all_topics, dict(committed))
+        if not partitions:
+            fail("no partitions to reset")
+        ends = log_end_offsets(servers, partitions)
+        if to_latest:
+            plan = dict(ends)
+        elif to_earliest:
+            plan = _earliest(servers, partitions)
+        elif to_datetime is not None:
+            plan = _offsets_at(servers, partitions, to_datetime)
+        elif to_offset is not None:
+            plan = dict.fromkeys(partitions, to_offset)
+        else:
+            plan = {
+                tp: (committed[tp].offset if tp in committed else 0) + (shift_by or 0)
+                for tp in partitions
+            }
+        # Kafka clamps the target into the log's range.
+        starts = _earliest(servers, partitions)
+        plan = {tp: min(max(off, starts[tp]), ends[tp]) for tp, off in plan.items()}
+        errors: dict[TP, ErrorCode] = {}
+        if execute:
+            errors = {
+                tp: e
+                for tp, e in admin.reset_offsets(group, plan).items()
+                if e is not ErrorCode.NONE
+            }
+    _print(
+        [
+            ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
+            *((group, t, str(p), str(o)) for (t, p), o in sorted(plan.items())),
+        ]
+    )
+    if errors:
+        names = {e.name for e in errors.values()}
+        hint = (
+            " (the group must be empty: stop its members first)"
+            if "UNKNOWN_MEMBER_ID" in names or "REBALANCE_IN_PROGRESS" in names
+            else ""
+        )
+        fail(f"reset failed for {len(errors)} partitions: {', '.join(sorted(names))}{hint}")
+    if not execute:
+        typer.echo("(dry run: add --execute to apply)")
+
+
+@groups_app.command("delete-offsets")
+def groups_delete_offsets(
+    group: GroupOption,
+    topic: Annotated[list[str], typer.Option("--topic", help="TOPIC or TOPIC:P1,P2.")],
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Delete committed offsets of topics the group no longer consumes."""
+    with group_session(config, bootstrap) as (admin, _):
+        committed = admin.committed(group)
+        partitions: list[TP] = []
+        for spec in topic:
+            name, parts = _parse_topic(spec)
+            partitions += (
+                [(name, p) for p in parts]
+                if parts is not None
+                else [tp for tp in committed if tp[0] == name]
+            )
+        results = admin.delete_offsets(group, partitions)
+    rows = [("TOPIC", "PARTITION", "STATUS")]
+    for (t, p), error in sorted(results.items()):
+        rows.append(
+            (t, str(p), "Successful" if error is ErrorCode.NONE else f"Error: {error.name}")
+        )
+    _print(rows)
+    if any(e is not ErrorCode.NONE for e in results.values()):
+        raise typer.Exit(1)

@@ -1,0 +1,106 @@
+"""Admin operations on groups: list, describe, delete, offsets (kafka-consumer-groups)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+from ..groups.assignors.common import TopicPartition
+from ..protocol import ErrorCode
+from ..protocol import group_api as g
+from .base import GroupChannel
+
+
+def _by_topic(partitions: Collection[TopicPartition]) -> list[g.FetchTopic]:
+    topics: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append(partition)
+    return [g.FetchTopic(name=t, partitions=sorted(ps)) for t, ps in sorted(topics.items())]
+
+
+class GroupAdmin:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        topic_prefix: str = "__kc_",
+        offsets_partitions: int = 50,
+        responses_partitions: int = 8,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.channel = GroupChannel(
+            bootstrap, topic_prefix=topic_prefix, offsets_partitions=offsets_partitions,
+            responses_partitions=responses_partitions, timeout_s=timeout_s,
+        )  # fmt: skip
+
+    def list_groups(self, states: Collection[str] = ()) -> list[g.ListedGroup]:
+        """Every shard answers for its own groups; ask them all at once."""
+        body = g.ListGroups(states_filter=list(states))
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            replies = pool.map(
+                lambda shard: self.channel.call(shard, body, g.ListGroupsResponse),
+                range(self.channel.partitions),
+            )
+            groups = [group for reply in replies for group in reply.groups]
+        return sorted(groups, key=lambda group: group.group_id)
+
+    def describe_groups(self, groups: Collection[str]) -> list[g.DescribedGroup]:
+        by_shard: dict[int, list[str]] = {}
+        for group in groups:
+            by_shard.setdefault(self.channel.shard_of(group), []).append(group)
+        described: list[g.DescribedGroup] = []
+        for shard, names in sorted(by_shard.items()):
+            reply = self.channel.call(
+                shard, g.DescribeGroups(groups=names), g.DescribeGroupsResponse
+            )
+            described.extend(reply.groups)
+        return sorted(described, key=lambda group: group.group_id)
+
+    def delete_groups(self, groups: Collection[str]) -> dict[str, ErrorCode]:
+        results: dict[str, ErrorCode] = {}
+        for group in groups:
+            reply = self.channel.call(
+                self.channel.shard_of(group), g.DeleteGroups(groups=[group]), g.DeleteGroupsResponse
+            )
+            results.update({r.group_id: r.error for r in reply.results})
+        return results
+
+    def committed(self, group: str) -> dict[TopicPartition, g.FetchedPartition]:
+        reply = self.channel.call(
+            self.channel.shard_of(group), g.OffsetFetch(group_id=group), g.OffsetFetchResponse
+        )
+        return {(t.name, p.partition): p for t in reply.topics for p in t.partitions
+                if p.offset >= 0}  # fmt: skip
+
+    def reset_offsets(
+        self, group: str, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Commit as an admin (generation -1): the coordinator allows it only while the
+        group is empty, as Kafka does."""
+        topics: dict[str, list[g.CommitPartition]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            topics.setdefault(topic, []).append(
+                g.CommitPartition(partition=partition, offset=offset)
+            )
+        body = g.OffsetCommit(
+            group_id=group,
+            topics=[g.CommitTopic(name=t, partitions=ps) for t, ps in topics.items()],
+        )
+        reply = self.channel.call(self.channel.shard_of(group), body, g.OffsetCommitResponse)
+        return {(t.name, p.partition): p.error for t in reply.topics for p in t.partitions}
+
+    def delete_offsets(
+        self, group: str, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        body = g.OffsetDelete(group_id=group, topics=_by_topic(partitions))
+        reply = self.channel.call(self.channel.shard_of(group), body, g.OffsetDeleteResponse)
+        return {(t.name, p.partition): p.error for t in reply.topics for p in t.partitions}
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> GroupAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,163 @@
+"""Hosts the group-coordinator shards this daemon leads (seed 004's group immigration).
+
+The controller places the logical topic ``<prefix>offsets`` on daemons like any
+other topic. Leading partition p means loading ``__kc_offsets``-p (from the
+RocksDB checkpoint, so only the tail is replayed) and serving the requests on
+``__kc_group_requests``-p. Losing p unloads it and answers its parked requests
+with NOT_COORDINATOR. Followed partitions are tailed into the cache every few
+seconds, so a failover replays only what the old leader wrote since.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import structlog
+
+from kafkacoord.codecs.models import PartitionValue
+from kafkacoord.storage.cache import ShardId, StateCache
+from kafkacoord.storage.clients import replay_consumer
+from kafkacoord.storage.fold import offsets_policy
+from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
+
+from ..groups.config import GroupConfig
+from ..groups.shard import GroupShard
+from ..protocol import GROUP_APIS, ErrorCode
+from ..runtime.host import HostParts, HostState, ShardHost
+from ..runtime.shard import Request
+from ..runtime.writer import TransactionalWriter
+from ..settings import Settings
+from ..transport import ReplySender, RequestReceiver
+
+log = structlog.get_logger(__name__)
+
+
+class GroupService:
+    def __init__(
+        self,
+        settings: Settings,
+        bootstrap: str,
+        cache: StateCache,
+        identity: str,
+        replies: ReplySender,
+        *,
+        config: GroupConfig,
+        warm_interval_s: float = 2.0,
+    ) -> None:
+        self.settings = settings
+        self.config = config
+        self.topic = settings.topics.offsets
+        self.hosts: dict[int, ShardHost] = {}
+        self.followed: set[int] = set()
+        self._bootstrap = bootstrap
+        self._cache = cache
+        self._identity = identity
+        self._replies = replies
+        self._lock = threading.Lock()
+        # Loads and tailing both write the cache: one at a time keeps checkpoints monotonic.
+        self._load_lock = threading.Lock()
+        self._closing = threading.Event()
+        name = f"kafkacoord-{settings.node_id}"
+        self._recovery = ShardRecovery(
+            cache,
+            lambda: replay_consumer(
+                bootstrap, f"{name}-groups-loader",
+                **{"auto.offset.reset": "error", "isolation.level": "read_committed"},
+            ),
+            self.topic, offsets_policy(settings.offsets_retention_ms),
+            strict=settings.strict_records, chunk_records=settings.load_chunk_records,
+        )  # fmt: skip
+        self._receiver = RequestReceiver(
+            bootstrap, settings.topics.group_requests, GROUP_APIS, self._dispatch, replies,
+            client_id=f"{name}-groups",
+        )  # fmt: skip
+        self._warmer = threading.Thread(
+            target=self._keep_warm, args=(warm_interval_s,), name="groups-warm", daemon=True
+        )
+        self._warmer.start()
+
+    # -- placement callbacks (from this daemon's node agent) ---------------------------
+
+    def on_become_leader(self, topic: str, partition: int, state: PartitionValue) -> None:
+        if topic != self.topic:
+            return
+        with self._lock:
+            self.followed.discard(partition)
+            host = self.hosts.get(partition)
+            if host is not None and host.state is not HostState.STOPPED:
+                return  # a second load of a loaded shard is a no-op
+            self.hosts[partition] = self._host(partition).start()
+            self._receiver.assign(self.hosts)
+        log.info("immigrating group shard", partition=partition, leader_epoch=state.leader_epoch)
+
+    def on_become_follower(self, topic: str, partition: int, state: PartitionValue) -> None:
+        if topic != self.topic:
+            return
+        self._emigrate(partition)
+        with self._lock:
+            self.followed.add(partition)
+
+    def on_stop_replica(self, topic: str, partition: int, deleted: bool) -> None:
+        if topic != self.topic:
+            return
+        self._emigrate(partition)
+        with self._lock:
+            self.followed.discard(partition)
+
+    def _emigrate(self, partition: int) -> None:
+        with self._lock:
+            host = self.hosts.pop(partition, None)
+            self._receiver.assign(self.hosts)
+        if host is not None:
+            log.info("emigrating group shard", partition=partition)
+            host.stop(timeout_s=0)  # parked requests get NOT_COORDINATOR from the host
+
+    # -- hosting ---------------------------------------------------------------------------
+
+    def _host(self, partition: int) -> ShardHost:
+        prefix = self.settings.topics.prefix
+        parts = HostParts(
+            store=self._cache.shard(ShardId(self.topic, partition)),
+            identity=self._identity,
+            policy=offsets_policy(self.settings.offsets_retention_ms),
+            recover=lambda: self._recover([partition])[partition],
+            make_shard=lambda: GroupShard(self.config, partition),
+            make_writer=lambda: TransactionalWriter(
+                self._bootstrap, self.topic, partition,
+                transactional_id=f"{prefix}offsets-{partition}",
+                timeout_s=self.config.offsets_commit_timeout_ms / 1000,
+            ),
+            replies=self._replies,
+        )  # fmt: skip
+        return ShardHost(f"offsets-{partition}", parts, unavailable=ErrorCode.NOT_COORDINATOR)
+
+    def _recover(self, partitions: list[int]) -> dict[int, ShardLoad]:
+        with self._load_lock:
+            return self._recovery.recover(partitions, self._identity)
+
+    def _dispatch(self, partition: int, request: Request) -> None:
+        host = self.hosts.get(partition)
+        if host is None:
+            self._receiver.reject(request, ErrorCode.NOT_COORDINATOR)
+        else:
+            host.submit(request)
+
+    def _keep_warm(self, interval_s: float) -> None:
+        while not self._closing.wait(interval_s):
+            with self._lock:
+                followed = sorted(self.followed - set(self.hosts))
+            if not followed:
+                continue
+            try:
+                self._recover(followed)
+            except Exception:
+                log.exception("tailing followed group shards failed", partitions=followed)
+
+    def close(self) -> None:
+        self._closing.set()
+        self._receiver.close()
+        with self._lock:
+            hosts, self.hosts = list(self.hosts.values()), {}
+        for host in hosts:
+            host.stop()
+        self._warmer.join(timeout=5)
