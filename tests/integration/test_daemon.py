@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,51 +18,12 @@ from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
 
+from .cluster import DaemonProcess
 from .helpers import append_all, expected_state, read_partition
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 4
-
-
-class DaemonProcess:
-    """``python -m kafkacoord daemon`` with JSON logs collected line by line."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "kafkacoord", "daemon"],
-            env={**os.environ, **env},
-            stderr=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            text=True,
-        )
-        self.events: list[dict[str, Any]] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            try:
-                self.events.append(json.loads(line))
-            except json.JSONDecodeError:
-                self.events.append({"event": line.rstrip()})
-
-    def wait_for(self, event: str, timeout_s: float = 60, **fields: Any) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for entry in list(self.events):
-                if entry.get("event") == event and all(
-                    entry.get(k) == v for k, v in fields.items()
-                ):
-                    return entry
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.01)
-        raise AssertionError(f"no {event!r} event; log: {self.events[-20:]}")
-
-    def has(self, event: str) -> bool:
-        return any(e.get("event") == event for e in list(self.events))
 
 
 @pytest.fixture

@@ -1,0 +1,152 @@
+"""P3: fence the node that leads the most partitions; time until every partition it led
+has a new leader durably appended, against a raw append of the same records.
+
+Setup (not timed): an embedded broker, the real controller service (election lease,
+transactional writer, RocksDB cache), 10 registered nodes and --partitions
+partitions at RF 3 created through admin requests.
+
+Measured in the same run:
+- elect_s:      FenceNode request sent → reply received. The controller replies only
+                after every resulting partition record is durably appended (acks=all,
+                transaction committed), so this is fence → all new leaders durable.
+- raw_append_s: the same number of records, already encoded, appended with the
+                appender (idempotent, acks=all) to a scratch partition.
+
+The last stdout line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kafkacoord.codecs import encode_record
+from kafkacoord.codecs.models import PartitionKey
+from kafkacoord.coordinator.admin import ControllerAdmin
+from kafkacoord.coordinator.protocol import controller_api as api
+from kafkacoord.coordinator.services.controller import ControllerService
+from kafkacoord.coordinator.settings import Settings
+from kafkacoord.coordinator.transport import ReplySender
+from kafkacoord.storage.appender import Appender
+from kafkacoord.storage.broker import EmbeddedBroker
+from kafkacoord.storage.cache import StateCache
+from kafkacoord.storage.clients import admin_client
+from kafkacoord.storage.topics import ensure_topics
+
+NODES = 10
+TIME_LIMIT_S = 900
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def wait(check: object, what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out: {what}")
+        time.sleep(0.05)
+
+
+def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict[str, object]:
+    settings = Settings(
+        bootstrap=bootstrap, topic_prefix="bench_", data_dir=data_dir, offsets_partitions=1,
+        node_session_timeout_ms=3_600_000, auto_leader_rebalance_enable=False,
+        controller_session_timeout_ms=6000,
+    )  # fmt: skip
+    topics = settings.topics
+    identities = ensure_topics(admin_client(bootstrap), topics.specs(), replication_factor=1)
+    cache = StateCache(data_dir / "cache")
+    replies = ReplySender(bootstrap, topics.responses, client_id="bench-replies")
+    service = ControllerService(
+        settings, bootstrap, cache, identities[topics.metadata], replies,
+        config=settings.controller_config(),
+    )  # fmt: skip
+    admin = ControllerAdmin(bootstrap, topics, responses_partitions=settings.responses_partitions,
+                            timeout_s=120)  # fmt: skip
+    try:
+        wait(lambda: service.active, "controller activation")
+        client = admin._client
+        for node in range(1, NODES + 1):
+            client.call(topics.controller_requests, 0, "RegisterNode",
+                        api.RegisterNode(node_id=node, incarnation=f"bench-{node}",
+                                         rack=None), timeout_s=60)  # fmt: skip
+        started = time.monotonic()
+        made = 0
+        while made < partitions:
+            count = min(per_topic, partitions - made)
+            admin.create_topic(f"t{made // per_topic:04d}", count, 3)
+            made += count
+            if time.monotonic() - started > TIME_LIMIT_S:
+                raise SystemExit("setup took too long")
+        log(f"created {partitions} partitions in {time.monotonic() - started:.1f}s")
+        shard = service.shard
+        assert shard is not None
+        image = shard.image
+        victim = max(range(1, NODES + 1), key=lambda n: len(image.led_by(n)))
+        led = set(image.led_by(victim))
+        before = service.host.stats.records_written if service.host else 0
+        log(f"fencing node {victim}, leader of {len(led)} partitions")
+
+        t0 = time.perf_counter()
+        admin.fence_node(victim)
+        elect_s = time.perf_counter() - t0
+
+        assert service.host is not None
+        written = service.host.stats.records_written - before
+        moved = sum(1 for tp in led if (p := image.partition(*tp)) and p.leader not in (victim, -1))
+        still = [tp for tp in led if (p := image.partition(*tp)) and p.leader == victim]
+        if still:
+            raise SystemExit(f"{len(still)} partitions still led by the fenced node")
+        log(f"fence: {written} records, {moved} new leaders in {elect_s:.3f}s")
+
+        # The same records again, pre-encoded, through the plain appender.
+        raw = [encode_record(PartitionKey(tp[0], tp[1]), image.partition(*tp))
+               for tp in sorted(image.in_isr_of(victim) | led)][:written]  # fmt: skip
+        raw += raw[: max(0, written - len(raw))]
+        # Into the responses topic: any delete-policy partition of the same broker will do.
+        with Appender(bootstrap, client_id="bench-raw") as appender:
+            appender.append(topics.responses, 0, b"warm", b"up").result(30)
+            t0 = time.perf_counter()
+            futures = [appender.append(topics.responses, 0, k, v) for k, v in raw]
+            for future in futures:
+                future.result(60)
+            raw_append_s = time.perf_counter() - t0
+        log(f"raw append of {len(raw)} records: {raw_append_s:.3f}s")
+        return {
+            "partitions": image.partition_count(),
+            "moved": moved,
+            "records": written,
+            "elect_s": round(elect_s, 4),
+            "raw_append_s": round(raw_append_s, 4),
+            "ratio": round(raw_append_s / elect_s, 3),
+        }
+    finally:
+        admin.close()
+        service.close()
+        replies.close()
+        cache.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--partitions", type=int, default=100_000)
+    parser.add_argument("--per-topic", type=int, default=1000)
+    parser.add_argument("--bootstrap", help="an existing cluster instead of the embedded broker")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.bootstrap:
+            result = run(args.bootstrap, args.partitions, args.per_topic, Path(tmp))
+        else:
+            with EmbeddedBroker(log_path=Path(tmp) / "tansu.log") as broker:
+                result = run(broker.bootstrap, args.partitions, args.per_topic, Path(tmp))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

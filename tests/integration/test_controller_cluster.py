@@ -1,0 +1,163 @@
+"""Three daemons and six service nodes on the real broker: failover, fencing, movement."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafkacoord.codecs import encode_record
+from kafkacoord.codecs.models import PartitionKey, PartitionState, PartitionValue
+from kafkacoord.coordinator.admin import ControllerAdmin, read_metadata
+from kafkacoord.coordinator.agent import NodeAgent
+from kafkacoord.storage.clients import admin_client
+from kafkacoord.storage.topics import InternalTopics, ensure_topics
+
+from .cluster import DaemonProcess, Replicas, wait_until
+from .helpers import append_all
+
+pytestmark = pytest.mark.integration
+
+DAEMONS = (100, 101, 102)
+NODES = (1, 2, 3, 4, 5, 6)
+
+
+class Cluster:
+    def __init__(self, bootstrap: str, prefix: str, root: Path) -> None:
+        self.bootstrap = bootstrap
+        self.topics = InternalTopics(prefix=prefix, offsets_partitions=2)
+        ensure_topics(admin_client(bootstrap), self.topics.specs(), replication_factor=1)
+        self.env = {
+            "KAFKACOORD_BOOTSTRAP": bootstrap,
+            "KAFKACOORD_TOPIC_PREFIX": prefix,
+            "KAFKACOORD_OFFSETS_PARTITIONS": "2",
+            "KAFKACOORD_LOG_FORMAT": "json",
+            "KAFKACOORD_CONTROLLER_SESSION_TIMEOUT_MS": "3000",
+            "KAFKACOORD_NODE_SESSION_TIMEOUT_MS": "3000",
+            "KAFKACOORD_NODE_HEARTBEAT_INTERVAL_MS": "500",
+            "KAFKACOORD_AUTO_LEADER_REBALANCE_ENABLE": "false",
+        }
+        self.root = root
+        self.daemons: dict[int, DaemonProcess] = {}
+        self.replicas: dict[int, Replicas] = {}
+        self.agents: dict[int, NodeAgent] = {}
+        self.admin = ControllerAdmin(bootstrap, self.topics, responses_partitions=8, timeout_s=60)
+
+    def start_daemon(self, node: int) -> DaemonProcess:
+        env = {**self.env, "KAFKACOORD_NODE_ID": str(node),
+               "KAFKACOORD_DATA_DIR": str(self.root / f"d{node}")}  # fmt: skip
+        self.daemons[node] = daemon = DaemonProcess(env)
+        return daemon
+
+    def start_node(self, node: int) -> None:
+        replicas = Replicas()
+        agent = NodeAgent(self.bootstrap, node_id=node, handler=replicas,
+                          topic_prefix=self.topics.prefix, heartbeat_interval_ms=500)  # fmt: skip
+        replicas.agent = agent
+        self.replicas[node] = replicas
+        self.agents[node] = agent.start(timeout_s=60)
+
+    def image(self):  # type: ignore[no-untyped-def]
+        return read_metadata(self.bootstrap, self.topics.metadata)
+
+    def active_controller(self) -> int | None:
+        image = self.image()
+        return None if image.controller is None else image.controller.node_id
+
+    def close(self) -> None:
+        self.admin.close()
+        for agent in self.agents.values():
+            agent.close()
+        for daemon in self.daemons.values():
+            daemon.stop()
+
+
+@pytest.fixture
+def cluster(bootstrap: str, prefix: str, tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(bootstrap, prefix, tmp_path)
+    try:
+        for node in DAEMONS:
+            c.start_daemon(node)
+        for node in NODES:
+            c.start_node(node)
+        wait_until(lambda: len(c.image().live_nodes()) >= len(DAEMONS) + len(NODES),
+                   what="every node registered and unfenced")  # fmt: skip
+        yield c
+    finally:
+        c.close()
+
+
+def _leaders(cluster: Cluster, topic: str) -> dict[int, int]:
+    return {v.partition: v.leader for v in cluster.image().partitions_of(topic)}
+
+
+def test_controller_failover_node_loss_shutdown_and_reassignment(cluster: Cluster) -> None:
+    admin = cluster.admin
+    created = admin.create_topic("orders", replica_assignment={
+        p: [NODES[p % 6], NODES[(p + 1) % 6], NODES[(p + 2) % 6]] for p in range(6)})  # fmt: skip
+    assert created.assignment[0] == [1, 2, 3]
+    wait_until(lambda: all(r.leading() for r in cluster.replicas.values()),
+               what="every node leads one partition")  # fmt: skip
+
+    # Kill the active controller: another daemon takes over with a higher epoch.
+    image = cluster.image()
+    assert image.controller is not None
+    first, epoch = image.controller.node_id, image.controller.epoch
+    cluster.daemons[first].kill()
+    new = wait_until(
+        lambda: (c := cluster.image().controller) and c.epoch > epoch and c.node_id != first and c,
+        timeout_s=30, what="a new controller",
+    )  # fmt: skip
+    assert new.node_id in DAEMONS
+
+    # Kill node 1 (it leads orders-0): leadership moves to an ISR member.
+    cluster.agents.pop(1).close()
+    wait_until(lambda: _leaders(cluster, "orders")[0] in (2, 3), what="orders-0 re-elected")
+    fenced = cluster.image().node(1)
+    assert fenced is not None and fenced.fenced
+    assert all(1 not in v.isr or v.isr == (1,) for v in cluster.image().partitions_of("orders"))
+
+    # Controlled shutdown of node 4 leaves it with no leaderships.
+    remaining = cluster.agents[4].controlled_shutdown()
+    assert remaining == []
+    assert 4 not in _leaders(cluster, "orders").values()
+
+    # Reassign orders-2 ({3,4,5}) to {5,6,2}, and fail the controller over mid-flight.
+    results = admin.alter_reassignments({("orders", 2): [5, 6, 2]})
+    assert [r.error.name for r in results] == ["NONE"]
+    current = cluster.active_controller()
+    assert current is not None
+    cluster.daemons[current].kill()
+    done = wait_until(
+        lambda: (v := cluster.image().partition("orders", 2)) and v.reassignment is None
+        and v.replicas == (5, 6, 2) and v,
+        timeout_s=60, what="reassignment completed",
+    )  # fmt: skip
+    assert done.leader in (5, 6, 2)
+    assert set(done.isr) <= {5, 6, 2}
+
+
+def test_a_late_write_of_an_old_controller_is_ignored(cluster: Cluster) -> None:
+    cluster.admin.create_topic("late", replica_assignment={0: [1, 2]})
+    before = wait_until(lambda: cluster.image().partition("late", 0), what="late-0")
+    image = cluster.image()
+    assert image.controller is not None and image.controller.epoch >= 0
+    stale = PartitionValue(
+        "late", 0, PartitionState.ONLINE, (1, 2), (1, 2), 2, before.leader_epoch + 5,
+        before.partition_epoch + 5, 0, image.controller.epoch - 1,
+    )  # fmt: skip
+    key, value = encode_record(PartitionKey("late", 0), stale)
+    append_all(cluster.bootstrap, cluster.topics.metadata, [(0, key, value)])
+    after = cluster.image()
+    assert after.partition("late", 0) == before
+    assert after.ignored_stale >= 1
+    # Node 2 follows the log too and must not act on it.
+    assert ("late", 0) not in cluster.replicas[2].leading()
+    # And a controller failover (which reloads from the log) still ignores it.
+    current = cluster.active_controller()
+    assert current is not None
+    cluster.daemons[current].kill()
+    wait_until(lambda: cluster.active_controller() not in (None, current), timeout_s=30,
+               what="failover")  # fmt: skip
+    assert cluster.image().partition("late", 0).leader == before.leader  # type: ignore[union-attr]
