@@ -1,0 +1,219 @@
+"""P2: offset commits through kafkacoord against raw appends and the broker's own commits.
+
+One embedded broker and one daemon process (the real daemon: controller, node agent,
+group shards with transactional writers). Each measurement runs for --seconds with at
+most --concurrency requests in flight:
+
+- raw_rate:            acks=all appends of the same offset-commit records (the appender)
+- commit_rate:         OffsetCommit client -> daemon -> durable append -> reply, at peak
+- p50_ms / p99_ms:     commit latency with load paced at half of that peak
+- native_commit_rate:  confluent-kafka Consumer.commit(asynchronous=False) against the
+                       broker's own group coordinator, one consumer per concurrent caller
+
+The last stdout line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkacoord.codecs import encode_record
+from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
+from kafkacoord.coordinator.groups.partitioning import partition_for
+from kafkacoord.coordinator.protocol import group_api as g
+from kafkacoord.coordinator.settings import Settings
+from kafkacoord.coordinator.transport import RequestClient
+from kafkacoord.coordinator.transport.envelope import error_of
+from kafkacoord.storage.appender import Appender
+from kafkacoord.storage.broker import EmbeddedBroker
+from kafkacoord.storage.clients import admin_client
+from kafkacoord.storage.topics import ensure_topics
+
+GROUPS = 16
+PARTITIONS = 8
+SHARDS = 8
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def windowed(seconds: float, concurrency: int, issue: object) -> tuple[int, float]:
+    """Keep ``concurrency`` futures in flight for ``seconds``; return (completed, elapsed)."""
+    inflight: deque[Future[object]] = deque()
+    done = 0
+    i = 0
+    started = time.perf_counter()
+    deadline = started + seconds
+    while time.perf_counter() < deadline:
+        while len(inflight) < concurrency:
+            inflight.append(issue(i))  # type: ignore[operator]
+            i += 1
+        inflight.popleft().result(30)
+        done += 1
+    for future in inflight:
+        future.result(30)
+        done += 1
+    return done, time.perf_counter() - started
+
+
+def commit_body(i: int) -> tuple[str, g.OffsetCommit]:
+    group = f"bench-{i % GROUPS}"
+    topic = g.CommitTopic(name="events", partitions=[g.CommitPartition(partition=i % PARTITIONS,
+                                                                       offset=i)])  # fmt: skip
+    return group, g.OffsetCommit(group_id=group, topics=[topic])
+
+
+def kafkacoord_commits(
+    client: RequestClient, settings: Settings, seconds: float, concurrency: int,
+    rate: float | None = None,
+) -> tuple[int, float, list[float]]:  # fmt: skip
+    topic = settings.topics.group_requests
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def issue(i: int) -> Future[object]:
+        if rate is not None:  # paced: wait for this request's slot
+            slot = paced_start + i / rate
+            while (delay := slot - time.perf_counter()) > 0:
+                time.sleep(delay)
+        group, body = commit_body(i)
+        sent = time.perf_counter()
+        _, future = client.send(topic, partition_for(group, SHARDS), "OffsetCommit", body,
+                                timeout_s=30)  # fmt: skip
+        result: Future[object] = Future()
+
+        def finished(f: Future[object]) -> None:
+            reply = f.result()
+            if error_of(reply).name != "NONE":  # type: ignore[arg-type]
+                result.set_exception(RuntimeError(f"commit failed: {reply}"))
+                return
+            with lock:
+                latencies.append(time.perf_counter() - sent)
+            result.set_result(None)
+
+        future.add_done_callback(finished)  # type: ignore[arg-type]
+        return result
+
+    paced_start = time.perf_counter()
+    done, elapsed = windowed(seconds, concurrency, issue)
+    return done, elapsed, latencies
+
+
+def raw_appends(bootstrap: str, topic: str, seconds: float, concurrency: int) -> float:
+    records = [encode_record(OffsetCommitKey(f"bench-{i % GROUPS}", "events", i % PARTITIONS),
+                             OffsetCommitValue(i, "", int(time.time() * 1000)))
+               for i in range(4096)]  # fmt: skip
+    with Appender(bootstrap, client_id="bench-raw") as appender:
+        appender.append(topic, 0, b"warm", b"up").result(30)
+
+        def issue(i: int) -> Future[object]:
+            key, value = records[i % len(records)]
+            return appender.append(topic, i % SHARDS, key, value)  # type: ignore[return-value]
+
+        done, elapsed = windowed(seconds, concurrency, issue)
+    return done / elapsed
+
+
+def native_commits(bootstrap: str, seconds: float, concurrency: int) -> float:
+    counts = [0] * concurrency
+    deadline = time.perf_counter() + seconds
+
+    def worker(k: int) -> None:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"native-{k % GROUPS}",
+                             "enable.auto.commit": False})  # fmt: skip
+        consumer.commit(offsets=[TopicPartition("events", 0, 0)], asynchronous=False)
+        i = 0
+        while time.perf_counter() < deadline:
+            i += 1
+            tp = TopicPartition("events", i % PARTITIONS, i)
+            consumer.commit(offsets=[tp], asynchronous=False)
+            counts[k] += 1
+        consumer.close()
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + 60)
+    return sum(counts) / (time.perf_counter() - started)
+
+
+def run(bootstrap: str, seconds: float, concurrency: int, data_dir: Path) -> dict[str, object]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic("events", PARTITIONS, 1),
+                                       NewTopic("bench_raw", SHARDS, 1)]).values():  # fmt: skip
+        future.result(30)
+    settings = Settings(bootstrap=bootstrap, data_dir=data_dir, offsets_partitions=SHARDS,
+                        offsets_replication_factor=1, log_level="warning")  # fmt: skip
+    ensure_topics(admin_client(bootstrap), settings.topics.specs(), replication_factor=1)
+    # The daemon runs as its own process, as in production: no GIL shared with the load.
+    env = {**os.environ, "KAFKACOORD_BOOTSTRAP": bootstrap, "KAFKACOORD_DATA_DIR": str(data_dir),
+           "KAFKACOORD_OFFSETS_PARTITIONS": str(SHARDS), "KAFKACOORD_LOG_LEVEL": "warning"}  # fmt: skip
+    daemon = subprocess.Popen([sys.executable, "-m", "kafkacoord", "daemon"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        client = RequestClient(bootstrap, settings.topics.responses, settings.responses_partitions)
+        # Wait until every shard answers.
+        for i in range(GROUPS):
+            group, body = commit_body(i)
+            client.call(settings.topics.group_requests, partition_for(group, SHARDS),
+                        "OffsetCommit", body, timeout_s=120)  # fmt: skip
+        log("daemon serving")
+        raw = raw_appends(bootstrap, "bench_raw", seconds, concurrency)
+        log(f"raw: {raw:.0f}/s")
+        done, elapsed, _ = kafkacoord_commits(client, settings, seconds, concurrency)
+        peak = done / elapsed
+        log(f"kafkacoord peak: {peak:.0f}/s")
+        done, elapsed, latencies = kafkacoord_commits(client, settings, seconds, concurrency,
+                                                      rate=peak / 2)  # fmt: skip
+        ms = sorted(x * 1000 for x in latencies)
+        p50, p99 = statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
+        log(f"at {done / elapsed:.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+        native = native_commits(bootstrap, seconds, concurrency)
+        log(f"native: {native:.0f}/s")
+        client.close()
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+    return {
+        "raw_rate": round(raw),
+        "commit_rate": round(peak),
+        "p50_ms": round(p50, 2),
+        "p99_ms": round(p99, 2),
+        "native_commit_rate": round(native),
+        "ratio_raw": round(peak / raw, 3),
+        "ratio_native": round(peak / native, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        EmbeddedBroker(log_path=Path(tmp) / "tansu.log") as broker,
+    ):
+        result = run(broker.bootstrap, args.seconds, args.concurrency, Path(tmp) / "node")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
