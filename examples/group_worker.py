@@ -1,0 +1,66 @@
+"""A consumer-group worker coordinated by kafkacoord instead of the broker.
+
+    python examples/group_worker.py --group billing --topic events
+
+Start several: the partitions of ``events`` are shared among them with the
+cooperative-sticky assignor, and each commits what it processed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+from kafkacoord.coordinator.clients import GroupMember
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--bootstrap", help="default: the local daemon's embedded broker")
+    args = parser.parse_args()
+    bootstrap = args.bootstrap or Path("var/kafkacoord/bootstrap").read_text().strip()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": args.group,
+                         "enable.auto.commit": False})  # fmt: skip
+    lock = threading.Lock()
+
+    def assigned(partitions: frozenset[tuple[str, int]]) -> None:
+        committed = member.committed(partitions)
+        with lock:
+            consumer.incremental_assign(
+                [TopicPartition(t, p, committed.get((t, p), 0)) for t, p in sorted(partitions)]
+            )
+        print("assigned", sorted(partitions), flush=True)
+
+    def revoked(partitions: frozenset[tuple[str, int]]) -> None:
+        with lock:
+            consumer.incremental_unassign([TopicPartition(t, p) for t, p in partitions])
+        print("revoked", sorted(partitions), flush=True)
+
+    member = GroupMember(bootstrap, args.group, [args.topic], assignors=["cooperative-sticky"],
+                         on_assigned=assigned, on_revoked=revoked)  # fmt: skip
+    member.start()
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    while not stop.is_set():
+        with lock:
+            messages = consumer.consume(500, 0.2)
+        positions = {(m.topic() or "", m.partition() or 0): (m.offset() or 0) + 1
+                     for m in messages if not m.error()}  # fmt: skip
+        if positions:
+            try:
+                member.commit(positions)
+            except Exception as exc:  # a rebalance is under way; the next batch commits
+                print("commit skipped:", exc, flush=True)
+    member.close()
+    consumer.close()
+
+
+if __name__ == "__main__":
+    main()

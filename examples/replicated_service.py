@@ -1,0 +1,63 @@
+"""A tiny replicated key-value "service" placed and failed over by kafkacoord.
+
+Run a daemon (``./dev.sh daemon``), then a few of these with different ids:
+
+    python examples/replicated_service.py --node-id 1
+    python examples/replicated_service.py --node-id 2
+    kafkacoord topics create --topic kv --partitions 6 --replication-factor 2
+
+Each process prints the partitions it leads or follows; kill one and watch the
+others take over its leaderships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+from kafkacoord.codecs.models import PartitionValue
+from kafkacoord.coordinator.agent import NodeAgent
+
+
+class KeyValueShards:
+    def __init__(self) -> None:
+        self.agent: NodeAgent | None = None
+
+    def on_become_leader(self, topic: str, partition: int, state: PartitionValue) -> None:
+        print(f"leading   {topic}-{partition} (leader epoch {state.leader_epoch})", flush=True)
+
+    def on_become_follower(self, topic: str, partition: int, state: PartitionValue) -> None:
+        print(f"following {topic}-{partition} (leader {state.leader})", flush=True)
+        # A real follower would copy the leader's data first, then report.
+        if self.agent is not None and self.agent.node_id not in state.isr:
+            threading.Thread(
+                target=self.agent.report_caught_up, args=(topic, partition), daemon=True
+            ).start()
+
+    def on_stop_replica(self, topic: str, partition: int, deleted: bool) -> None:
+        print(f"stopped   {topic}-{partition}{' (deleted)' if deleted else ''}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--node-id", type=int, required=True)
+    parser.add_argument("--rack")
+    parser.add_argument("--bootstrap", help="default: the local daemon's embedded broker")
+    args = parser.parse_args()
+    bootstrap = args.bootstrap or Path("var/kafkacoord/bootstrap").read_text().strip()
+    shards = KeyValueShards()
+    agent = NodeAgent(bootstrap, node_id=args.node_id, handler=shards, rack=args.rack)
+    shards.agent = agent
+    agent.start()
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop.wait()
+    print("controlled shutdown:", agent.controlled_shutdown() or "no partitions left", flush=True)
+    agent.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""The group shard's timers: their keys, and firing them the way Kafka's timer does.
+
+Keys:
+
+- ``("heartbeat", group, member)``: session expiry of a member or of a pending member (and
+  the new-member join timeout while a new member's first JoinGroup is parked);
+- ``("join", group)``: the rebalance timeout, or the initial delayed join of an Empty group;
+- ``("sync", group)``: the pending-sync timeout (members that got a JoinGroup response but
+  never sent SyncGroup);
+- ``("expire-offsets",)``: the periodic offsets expiration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Final
+
+from ..runtime.shard import Result
+from ..runtime.timers import Timers
+
+__all__ = [
+    "EXPIRATION_TIMER",
+    "ShardTimers",
+    "heartbeat_timer",
+    "join_timer",
+    "sync_timer",
+]
+
+EXPIRATION_TIMER: Final = ("expire-offsets",)
+
+# Bounds one fire() call if timers keep rescheduling at the same instant.
+_MAX_ROUNDS: Final = 1_000
+
+
+def heartbeat_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("heartbeat", group_id, member_id)
+
+
+def join_timer(group_id: str) -> tuple[str, str]:
+    return ("join", group_id)
+
+
+def sync_timer(group_id: str) -> tuple[str, str]:
+    return ("sync", group_id)
+
+
+class ShardTimers:
+    """:class:`Timers` plus one rule: a due timer that an earlier timer of the same batch
+    rescheduled or cancelled does not fire (Kafka's timer cancels the old task)."""
+
+    def __init__(self) -> None:
+        self._timers = Timers()
+        # While a batch fires: the keys scheduled or cancelled meanwhile.
+        self._touched: set[Hashable] | None = None
+
+    def schedule(self, key: Hashable, deadline_ms: int) -> None:
+        self._timers.schedule(key, deadline_ms)
+        if self._touched is not None:
+            self._touched.add(key)
+
+    def cancel(self, key: Hashable) -> None:
+        self._timers.cancel(key)
+        if self._touched is not None:
+            self._touched.add(key)
+
+    def deadline(self, key: Hashable) -> int | None:
+        return self._timers.deadline(key)
+
+    def next_deadline(self) -> int | None:
+        return self._timers.next_deadline()
+
+    def clear(self) -> None:
+        self._timers.clear()
+
+    def fire(self, now_ms: int, handler: Callable[[Hashable], Result]) -> Result:
+        """Run ``handler`` for every key due at ``now_ms``, earliest first."""
+        result = Result()
+        for _ in range(_MAX_ROUNDS):
+            due = self._timers.pop_due(now_ms)
+            if not due:
+                break
+            touched: set[Hashable] = set()
+            self._touched = touched
+            try:
+                for key in due:
+                    if key not in touched:
+                        result.extend(handler(key))
+            finally:
+                self._touched = None
+        return result

@@ -1,0 +1,508 @@
+"""The group coordinator shard: one ``__kc_offsets`` partition, Kafka's classic protocol.
+
+:class:`GroupShard` implements the runtime's :class:`~kafkacoord.coordinator.runtime.shard.Shard`
+contract with the semantics of Kafka's ``GroupMetadataManager`` / ``OffsetMetadataManager``
+for classic groups: the membership protocol lives in :mod:`.membership`, the timers in
+:mod:`.scheduling`; this module adds replay, loading, offsets and the admin APIs. It does
+no I/O and reads no clock.
+
+State, and who changes it:
+
+- **Offsets** change only in :meth:`GroupShard.replay`.
+- **Groups** are Kafka's soft state (see :mod:`.group`): handlers change membership, parked
+  requests and the in-flight generation in memory and write a ``GroupMetadataValue`` snapshot
+  where Kafka does. The one step Kafka takes only once a snapshot is durable (the leader's
+  assignment reaches the members and the group becomes Stable) is taken by :meth:`replay
+  <GroupShard.replay>`, which the runtime calls right after the handler returns; the replies
+  carrying the assignment are released once the record is durable. Group tombstones (on
+  DeleteGroups, and when an Empty group's last offset expires) are applied by replay too.
+- Before :meth:`~GroupShard.on_loaded` the shard is *loading*: ``replay`` rebuilds each group
+  from its snapshot (with members it is Stable, else Empty), and an offset of an unknown
+  group creates a "simple" group, as Kafka's replay does. Replay never depends on the order
+  of records of different keys, so the compacted log loads in any order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Final
+
+from kafkacoord.codecs.models import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+
+from ..protocol import GROUP_APIS, Body, ErrorCode, ProtocolError
+from ..protocol import group_api as api
+from ..runtime.shard import Record, Reply, Request, RequestRef, Result
+from .config import GroupConfig
+from .consumer_protocol import PROTOCOL_TYPE
+from .group import ClassicGroup, GroupSnapshot, GroupState
+from .membership import MemberIdFactory, Membership, join_error, uuid_member_id
+from .offsets import (
+    OffsetStore,
+    expiration_policy,
+    expired_partitions,
+    java_string_length,
+    new_offset_value,
+)
+from .scheduling import EXPIRATION_TIMER, ShardTimers
+
+__all__ = ["GroupShard"]
+
+_REQUEST_BODIES: Final[dict[str, type[Body]]] = {n: s.request for n, s in GROUP_APIS.items()}
+
+
+class GroupShard:
+    """Kafka's classic group coordinator for the groups of one offsets partition."""
+
+    def __init__(
+        self,
+        config: GroupConfig,
+        partition: int,
+        *,
+        member_id_factory: MemberIdFactory | None = None,
+    ) -> None:
+        self.config = config
+        self.partition = partition
+        self._new_member_id: MemberIdFactory = member_id_factory or uuid_member_id
+        self._groups: dict[str, ClassicGroup] = {}
+        self._offsets = OffsetStore()
+        self._timers = ShardTimers()
+        self._membership = Membership(config, self._groups, self._timers, self._new_member_id)
+        self._active = False
+
+    # ================================================================= read-only views
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def group_ids(self) -> list[str]:
+        return sorted(self._groups)
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        """The live group (do not mutate it)."""
+        return self._groups.get(group_id)
+
+    def describe_group(self, group_id: str) -> GroupSnapshot | None:
+        group = self._groups.get(group_id)
+        return None if group is None else group.snapshot()
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitValue]:
+        return dict(self._offsets.group_offsets(group_id))
+
+    def offsets_snapshot(self) -> dict[str, dict[tuple[str, int], OffsetCommitValue]]:
+        return self._offsets.snapshot()
+
+    def timer_deadline(self, key: Hashable) -> int | None:
+        return self._timers.deadline(key)
+
+    # ================================================================= Shard contract
+
+    def replay(self, record: Record) -> None:
+        key, value = record.key, record.value
+        if isinstance(key, GroupMetadataKey):
+            if value is not None and not isinstance(value, GroupMetadataValue):
+                raise TypeError(f"group metadata key with a {type(value).__name__} value")
+            self._replay_group(key.group, value)
+        elif isinstance(key, OffsetCommitKey):
+            if value is not None and not isinstance(value, OffsetCommitValue):
+                raise TypeError(f"offset commit key with a {type(value).__name__} value")
+            if value is not None and key.group not in self._groups:
+                # Kafka's "simple" group: offsets committed without group membership.
+                self._groups[key.group] = ClassicGroup(key.group)
+            self._offsets.replay(key, value)
+        else:
+            raise TypeError(f"{type(key).__name__} does not belong on a group shard")
+
+    def _replay_group(self, group_id: str, value: GroupMetadataValue | None) -> None:
+        if value is None:
+            group = self._groups.pop(group_id, None)
+            if group is not None:
+                self._membership.cancel_group_timers(group)
+                group.transition(GroupState.DEAD, None)
+            return
+        group = self._groups.get(group_id)
+        if not self._active or group is None:
+            self._groups[group_id] = ClassicGroup.from_record(group_id, value)
+            return
+        group.persisted = value
+        if (
+            group.state is GroupState.COMPLETING_REBALANCE
+            and value.generation == group.generation
+            and value.members
+        ):
+            # The leader's assignment is durable: members get it, the group is Stable.
+            assignments = {m.member_id: m.assignment for m in value.members}
+            for member in group.members.values():
+                member.assignment = assignments.get(member.member_id, b"")
+            group.transition(GroupState.STABLE, value.state_timestamp_ms)
+
+    def on_loaded(self, now_ms: int) -> Result:
+        self._active = True
+        result = Result()
+        for group in list(self._groups.values()):
+            for member in group.members.values():
+                self._membership.schedule_heartbeat(
+                    group, member.member_id, now_ms + member.session_timeout_ms
+                )
+            if self.config.max_size is not None and len(group.members) > self.config.max_size:
+                # The limit may have been lowered: rebalance so extra members are shed.
+                result.extend(self._membership.prepare_rebalance(group, now_ms))
+        self._timers.schedule(
+            EXPIRATION_TIMER, now_ms + self.config.offsets_retention_check_interval_ms
+        )
+        return result
+
+    def on_unloaded(self) -> list[Reply]:
+        replies = self._membership.unload()
+        self._groups.clear()
+        self._offsets.clear()
+        self._timers.clear()
+        self._active = False
+        return replies
+
+    def next_deadline_ms(self) -> int | None:
+        return self._timers.next_deadline()
+
+    def fire_timers(self, now_ms: int) -> Result:
+        return self._timers.fire(now_ms, lambda key: self._fire(key, now_ms))
+
+    def handle(self, request: Request, now_ms: int) -> Result:
+        if not self._active:
+            return Result(
+                replies=[
+                    Reply(
+                        request.ref,
+                        request.api,
+                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                        None,
+                        f"offsets partition {self.partition} is loading",
+                    )
+                ]
+            )
+        expected = _REQUEST_BODIES.get(request.api)
+        if expected is None or not isinstance(request.body, expected):
+            return Result(
+                replies=[
+                    Reply(
+                        request.ref,
+                        request.api,
+                        ErrorCode.INVALID_REQUEST,
+                        None,
+                        f"{request.api!r} with a {type(request.body).__name__} body is not a "
+                        "group coordinator request",
+                    )
+                ]
+            )
+        try:
+            return self._dispatch(request, now_ms)
+        except ProtocolError as exc:
+            return Result(replies=[self._error_reply(request, exc.code, exc.message)])
+
+    def _dispatch(self, request: Request, now: int) -> Result:
+        body = request.body
+        if isinstance(body, api.JoinGroup):
+            return self._membership.join_group(request.ref, body, now)
+        if isinstance(body, api.SyncGroup):
+            return self._membership.sync_group(request.ref, body, now)
+        if isinstance(body, api.Heartbeat):
+            return self._membership.heartbeat(request.ref, body, now)
+        if isinstance(body, api.LeaveGroup):
+            return self._membership.leave_group(request.ref, body, now)
+        if isinstance(body, api.OffsetCommit):
+            return self._offset_commit(request.ref, body, now)
+        if isinstance(body, api.OffsetFetch):
+            return self._offset_fetch(request.ref, body)
+        if isinstance(body, api.OffsetDelete):
+            return self._offset_delete(request.ref, body)
+        if isinstance(body, api.ListGroups):
+            return self._list_groups(request.ref, body)
+        if isinstance(body, api.DescribeGroups):
+            return self._describe_groups(request.ref, body)
+        if isinstance(body, api.DeleteGroups):
+            return self._delete_groups(request.ref, body)
+        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"unhandled api {request.api!r}")
+
+    # ================================================================= replies
+
+    def _error_reply(self, request: Request, code: ErrorCode, message: str | None) -> Reply:
+        body = request.body
+        if isinstance(body, api.JoinGroup):
+            return join_error(request.ref, body.member_id, code, message)
+        return Reply(request.ref, request.api, code, None, message)
+
+    # ================================================================= timers
+
+    def _fire(self, key: Hashable, now: int) -> Result:
+        if key == EXPIRATION_TIMER:
+            return self._expire_offsets(now)
+        if not isinstance(key, tuple):
+            return Result()
+        if key[0] == "heartbeat":
+            return self._membership.expire_heartbeat(key[1], key[2], now)
+        if key[0] == "join":
+            return self._membership.expire_join(key[1], now)
+        if key[0] == "sync":
+            return self._membership.expire_sync(key[1], now)
+        return Result()
+
+    def _expire_offsets(self, now: int) -> Result:
+        records: list[Record] = []
+        retention = self.config.offsets_retention_ms
+        for group_id in sorted(set(self._groups) | set(self._offsets.group_ids())):
+            group = self._groups.get(group_id)
+            offsets = self._offsets.group_offsets(group_id)
+            expired = expired_partitions(offsets, now, retention, expiration_policy(group))
+            records.extend(
+                Record(OffsetCommitKey(group_id, topic, partition), None)
+                for topic, partition in expired
+            )
+            if (
+                group is None
+                or len(expired) != len(offsets)
+                or not group.is_empty
+                or group.pending_members
+            ):
+                continue
+            if offsets or group.persisted is not None:
+                records.append(Record(GroupMetadataKey(group_id), None))
+            else:
+                # Never durable (e.g. a join that never completed): just forget it.
+                del self._groups[group_id]
+        self._timers.schedule(
+            EXPIRATION_TIMER, now + self.config.offsets_retention_check_interval_ms
+        )
+        return Result(records=records)
+
+    # ================================================================= offsets
+
+    def _offset_commit(self, ref: RequestRef, body: api.OffsetCommit, now: int) -> Result:
+        group = self._groups.get(body.group_id)
+        try:
+            if not body.group_id:
+                raise ProtocolError(ErrorCode.INVALID_GROUP_ID, "the group id must not be empty")
+            if group is None:
+                if body.generation_id >= 0:
+                    # Members of a generation this coordinator does not know: rejoin.
+                    raise ProtocolError(
+                        ErrorCode.ILLEGAL_GENERATION,
+                        f"group {body.group_id!r} does not exist, so generation "
+                        f"{body.generation_id} is not current",
+                    )
+            else:
+                group.validate_offset_commit(
+                    body.member_id, body.group_instance_id, body.generation_id
+                )
+        except ProtocolError as exc:
+            # Kafka reports a group-level failure on every partition.
+            topics = [
+                api.TopicErrors(
+                    name=t.name,
+                    partitions=[
+                        api.PartitionError(partition=p.partition, error=exc.code)
+                        for p in t.partitions
+                    ],
+                )
+                for t in body.topics
+            ]
+            return Result(
+                replies=[
+                    Reply(
+                        ref,
+                        "OffsetCommit",
+                        exc.code,
+                        api.OffsetCommitResponse(topics=topics),
+                        exc.message,
+                    )
+                ]
+            )
+
+        limit = self.config.offset_metadata_max_bytes
+        records: list[Record] = []
+        topics = []
+        for t in body.topics:
+            partitions = []
+            for p in t.partitions:
+                if p.metadata is not None and java_string_length(p.metadata) > limit:
+                    partitions.append(
+                        api.PartitionError(
+                            partition=p.partition, error=ErrorCode.OFFSET_METADATA_TOO_LARGE
+                        )
+                    )
+                    continue
+                records.append(
+                    Record(
+                        OffsetCommitKey(body.group_id, t.name, p.partition),
+                        new_offset_value(
+                            p.offset, p.leader_epoch, p.metadata, now, body.retention_time_ms
+                        ),
+                    )
+                )
+                partitions.append(api.PartitionError(partition=p.partition))
+            topics.append(api.TopicErrors(name=t.name, partitions=partitions))
+        reply = Reply(ref, "OffsetCommit", body=api.OffsetCommitResponse(topics=topics))
+        return Result(records, [reply])
+
+    @staticmethod
+    def _fetched(partition: int, value: OffsetCommitValue | None) -> api.FetchedPartition:
+        if value is None:
+            return api.FetchedPartition(partition=partition, offset=-1, metadata="")
+        expire = value.expire_timestamp_ms
+        return api.FetchedPartition(
+            partition=partition,
+            offset=value.offset,
+            leader_epoch=value.leader_epoch,
+            metadata=value.metadata,
+            commit_timestamp_ms=value.commit_timestamp_ms,
+            expire_timestamp_ms=-1 if expire is None or expire < 0 else expire,
+        )
+
+    def _offset_fetch(self, ref: RequestRef, body: api.OffsetFetch) -> Result:
+        if not body.group_id:
+            raise ProtocolError(ErrorCode.INVALID_GROUP_ID, "the group id must not be empty")
+        offsets = self._offsets.group_offsets(body.group_id)
+        topics: list[api.FetchedTopic] = []
+        if body.topics is None:
+            by_topic: dict[str, list[api.FetchedPartition]] = {}
+            for (topic, partition), value in sorted(offsets.items()):
+                by_topic.setdefault(topic, []).append(self._fetched(partition, value))
+            topics = [api.FetchedTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+        else:
+            topics = [
+                api.FetchedTopic(
+                    name=t.name,
+                    partitions=[self._fetched(p, offsets.get((t.name, p))) for p in t.partitions],
+                )
+                for t in body.topics
+            ]
+        return Result(
+            replies=[Reply(ref, "OffsetFetch", body=api.OffsetFetchResponse(topics=topics))]
+        )
+
+    def _offset_delete(self, ref: RequestRef, body: api.OffsetDelete) -> Result:
+        if not body.group_id:
+            raise ProtocolError(ErrorCode.INVALID_GROUP_ID, "the group id must not be empty")
+        group = self._groups.get(body.group_id)
+        if group is None or group.state is GroupState.DEAD:
+            raise ProtocolError(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"group {body.group_id!r} does not exist"
+            )
+        if not group.is_empty and group.protocol_type != PROTOCOL_TYPE:
+            raise ProtocolError(
+                ErrorCode.NON_EMPTY_GROUP,
+                f"group {body.group_id!r} is {group.state} and does not use the consumer "
+                "protocol, so its subscriptions are unknown",
+            )
+        records: list[Record] = []
+        topics: list[api.TopicErrors] = []
+        for t in body.topics:
+            subscribed = group.is_subscribed_to_topic(t.name)
+            partitions = []
+            for p in t.partitions:
+                if subscribed:
+                    partitions.append(
+                        api.PartitionError(partition=p, error=ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
+                    )
+                    continue
+                if self._offsets.get(body.group_id, t.name, p) is not None:
+                    records.append(Record(OffsetCommitKey(body.group_id, t.name, p), None))
+                partitions.append(api.PartitionError(partition=p))
+            topics.append(api.TopicErrors(name=t.name, partitions=partitions))
+        return Result(
+            records, [Reply(ref, "OffsetDelete", body=api.OffsetDeleteResponse(topics=topics))]
+        )
+
+    # ================================================================= admin
+
+    def _list_groups(self, ref: RequestRef, body: api.ListGroups) -> Result:
+        wanted = {s.lower() for s in body.states_filter}
+        groups = [
+            api.ListedGroup(
+                group_id=g.group_id, protocol_type=g.protocol_type or "", state=g.state.value
+            )
+            for g in sorted(self._groups.values(), key=lambda g: g.group_id)
+            if not wanted or g.state.value.lower() in wanted
+        ]
+        return Result(
+            replies=[Reply(ref, "ListGroups", body=api.ListGroupsResponse(groups=groups))]
+        )
+
+    def _describe(self, group_id: str) -> api.DescribedGroup:
+        if not group_id:
+            return api.DescribedGroup(
+                group_id=group_id,
+                error=ErrorCode.INVALID_GROUP_ID,
+                state=GroupState.DEAD.value,
+                protocol_type="",
+                protocol="",
+            )
+        group = self._groups.get(group_id)
+        if group is None:
+            return api.DescribedGroup(
+                group_id=group_id,
+                error=ErrorCode.GROUP_ID_NOT_FOUND,
+                state=GroupState.DEAD.value,
+                protocol_type="",
+                protocol="",
+            )
+        # Kafka shows the protocol and member metadata only for a Stable group.
+        stable = group.state is GroupState.STABLE
+        members = [
+            api.DescribedMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                metadata=m.metadata(group.protocol) if stable else b"",
+                assignment=m.assignment,
+            )
+            for m in group.members.values()
+        ]
+        return api.DescribedGroup(
+            group_id=group_id,
+            state=group.state.value,
+            protocol_type=group.protocol_type or "",
+            protocol=(group.protocol or "") if stable else "",
+            generation=group.generation,
+            leader=group.leader,
+            members=members,
+        )
+
+    def _describe_groups(self, ref: RequestRef, body: api.DescribeGroups) -> Result:
+        described = [self._describe(group_id) for group_id in body.groups]
+        return Result(
+            replies=[
+                Reply(ref, "DescribeGroups", body=api.DescribeGroupsResponse(groups=described))
+            ]
+        )
+
+    def _delete_groups(self, ref: RequestRef, body: api.DeleteGroups) -> Result:
+        records: list[Record] = []
+        results: list[api.GroupResult] = []
+        deleted: set[str] = set()
+        for group_id in body.groups:
+            error = ErrorCode.NONE
+            group = self._groups.get(group_id)
+            if not group_id:
+                error = ErrorCode.INVALID_GROUP_ID
+            elif group_id in deleted:
+                pass  # named twice: deleted once
+            elif group is None or group.state is GroupState.DEAD:
+                error = ErrorCode.GROUP_ID_NOT_FOUND
+            elif not group.is_empty:
+                error = ErrorCode.NON_EMPTY_GROUP
+            else:
+                deleted.add(group_id)
+                records.extend(
+                    Record(OffsetCommitKey(group_id, topic, partition), None)
+                    for topic, partition in sorted(self._offsets.group_offsets(group_id))
+                )
+                records.append(Record(GroupMetadataKey(group_id), None))
+            results.append(api.GroupResult(group_id=group_id, error=error))
+        return Result(
+            records, [Reply(ref, "DeleteGroups", body=api.DeleteGroupsResponse(results=results))]
+        )
