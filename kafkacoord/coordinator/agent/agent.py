@@ -122,7 +122,10 @@ class NodeAgent:
         log.info("node registered", node_id=self.node_id, node_epoch=self.node_epoch)
 
     def _heartbeat_loop(self) -> None:
-        while not self._closing.wait(self._heartbeat_s):
+        # The first heartbeat goes out at once: a registered node is fenced until then.
+        first = True
+        while first or not self._closing.wait(self._heartbeat_s):
+            first = False
             try:
                 reply = self._call(
                     "NodeHeartbeat",

@@ -1,6 +1,6 @@
-"""Pure, I/O-free controller algorithms (DESIGN.md §5).
+"""Pure, I/O-free controller (DESIGN.md §4, §5).
 
-Submodules:
+Algorithms:
 
 - :mod:`~kafkacoord.coordinator.controller.placement`: replica assignment for new
   topics and partitions (Kafka's ``AdminUtils.assignReplicasToBrokers``).
@@ -8,6 +8,19 @@ Submodules:
   strategies (Kafka's ``PartitionLeaderElectionAlgorithms``).
 - :mod:`~kafkacoord.coordinator.controller.rebalance`: the auto leader rebalance check
   (Kafka's ``checkAndTriggerAutoLeaderRebalance``).
+
+The state machine:
+
+- :mod:`~kafkacoord.coordinator.controller.image`: :class:`MetadataImage`, the replayed
+  ``__kc_metadata`` (also what node agents and the CLI read).
+- :mod:`~kafkacoord.coordinator.controller.states`: partition and replica state machines.
+- :mod:`~kafkacoord.coordinator.controller.batch` and ``changes``: the records of one
+  handler and how a partition's next record is built.
+- Managers, one concern each: ``nodes`` (lifecycle, sessions, controlled shutdown),
+  ``partitions`` (elections, ISR), ``topics`` (create, delete, internal topics),
+  ``reassignments`` (seed 002), ``leadership`` (ElectLeaders, auto rebalance).
+- :mod:`~kafkacoord.coordinator.controller.shard`: :class:`ControllerShard`, the
+  runtime's ``Shard``; :mod:`~kafkacoord.coordinator.controller.config` its settings.
 
 Nothing here touches the network, the clock or storage; callers pass in state and get
 decisions back.

@@ -1,0 +1,180 @@
+"""The records one handler emits, and the state they lead to.
+
+Handlers never change the image: the runtime replays their records after they return.
+A :class:`Batch` collects the records and overlays them on the image, so a handler that
+changes the same key several times (a reassignment's steps, two fencings in one timer
+run) computes each change from the previous one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kafkacoord.codecs.models import (
+    NodeKey,
+    NodeValue,
+    PartitionKey,
+    PartitionValue,
+    TopicKey,
+    TopicValue,
+)
+
+from ..runtime.shard import Record
+from .image import TP, MetadataImage, is_live_node
+from .states import PartitionPhase, check_partition_transition, partition_phase
+
+__all__ = ["Batch"]
+
+_MISSING = object()
+
+
+class Batch:
+    __slots__ = (
+        "_live",
+        "_nodes",
+        "_partitions",
+        "_topics",
+        "epoch",
+        "image",
+        "now_ms",
+        "reassign_keys",
+        "records",
+    )
+
+    def __init__(self, image: MetadataImage, epoch: int, now_ms: int) -> None:
+        self.image = image
+        self.epoch = epoch
+        self.now_ms = now_ms
+        self.records: list[Record] = []
+        self._nodes: dict[int, NodeValue] = {}
+        self._topics: dict[str, TopicValue | None] = {}
+        self._partitions: dict[TP, PartitionValue | None] = {}
+        self._live: frozenset[int] | None = None
+        # Partitions changed here that are (or were) being reassigned.
+        self.reassign_keys: dict[TP, None] = {}
+
+    # -- reads (pending first, then the image) -----------------------------------------------
+
+    def node(self, node_id: int) -> NodeValue | None:
+        pending = self._nodes.get(node_id)
+        return pending if pending is not None else self.image.nodes.get(node_id)
+
+    def nodes(self) -> dict[int, NodeValue]:
+        return {**self.image.nodes, **self._nodes}
+
+    def live(self) -> frozenset[int]:
+        """Nodes that may lead and join ISRs, pending node records included."""
+        if not self._nodes:
+            return self.image.live_nodes()
+        if self._live is None:
+            self._live = frozenset(n for n, v in self.nodes().items() if is_live_node(v))
+        return self._live
+
+    def topic(self, name: str) -> TopicValue | None:
+        pending = self._topics.get(name, _MISSING)
+        if pending is not _MISSING:
+            return pending  # type: ignore[return-value]
+        return self.image.topics.get(name)
+
+    def topic_names(self) -> list[str]:
+        names = set(self.image.topics) | set(self._topics)
+        return sorted(n for n in names if self.topic(n) is not None)
+
+    def partition(self, topic: str, partition: int) -> PartitionValue | None:
+        if self._partitions:
+            pending = self._partitions.get((topic, partition), _MISSING)
+            if pending is not _MISSING:
+                return pending  # type: ignore[return-value]
+        return self.image.partition(topic, partition)
+
+    def has_pending_partitions(self) -> bool:
+        return bool(self._partitions)
+
+    def pending_partitions(self) -> Iterable[tuple[TP, PartitionValue | None]]:
+        return self._partitions.items()
+
+    def node_partitions(
+        self, node_id: int, *, lead: bool = False, isr: bool = False, replica: bool = False
+    ) -> list[TP]:
+        """Partitions the node may lead / be in the ISR of / hold, pending changes included.
+
+        A superset: callers re-check each partition's current value.
+        """
+        image = self.image
+        keys: dict[TP, None] = {}
+        if isr:
+            keys.update(dict.fromkeys(image.in_isr_of(node_id)))
+        if lead:
+            keys.update(dict.fromkeys(image.led_by(node_id)))
+        if replica:
+            keys.update(dict.fromkeys(image.replicas_on(node_id)))
+        for key, value in self._partitions.items():
+            if value is not None and (
+                (lead and value.leader == node_id)
+                or (isr and node_id in value.isr)
+                or (replica and node_id in value.replicas)
+            ):
+                keys[key] = None
+        return list(keys)
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def put_node(self, value: NodeValue) -> None:
+        self._nodes[value.node_id] = value
+        self._live = None
+        self.records.append(Record(NodeKey(value.node_id), value))
+
+    def put_topic(self, value: TopicValue) -> None:
+        self._topics[value.name] = value
+        self.records.append(Record(TopicKey(value.name), value))
+
+    def delete_topic(self, name: str) -> None:
+        self._topics[name] = None
+        self.records.append(Record(TopicKey(name), None))
+
+    def put_partition(self, value: PartitionValue, *, via: PartitionPhase | None = None) -> bool:
+        """Record a partition's new value; an invalid state transition is logged, not applied.
+
+        ``via`` names a state passed through on the way (NonExistent -> New -> Online).
+        """
+        key = (value.topic, value.partition)
+        old = self.partition(value.topic, value.partition)
+        if old is None or old.state is not value.state:
+            source = partition_phase(old)
+            target = partition_phase(value)
+            steps = [(source, target)] if via is None else [(source, via), (via, target)]
+            for a, b in steps:
+                # Staying in a state is no transition (a partition created NEW stays NEW).
+                if a is not b and not check_partition_transition(
+                    value.topic, value.partition, a, b
+                ):
+                    return False
+        self._partitions[key] = value
+        if value.reassignment is not None or (old is not None and old.reassignment is not None):
+            self.reassign_keys[key] = None
+        self.records.append(Record(PartitionKey(value.topic, value.partition), value))
+        return True
+
+    def put_existing_partitions(self, values: list[PartitionValue]) -> None:
+        """Record new values of existing partitions that are ONLINE or OFFLINE: valid from any
+        existing state, so no transition check (the bulk path of a failover)."""
+        partitions, records, moving = self._partitions, self.records, self.reassign_keys
+        for value in values:
+            key = (value.topic, value.partition)
+            partitions[key] = value
+            if value.reassignment is not None:
+                moving[key] = None
+            records.append(Record(PartitionKey(value.topic, value.partition), value))
+
+    def delete_partition(self, topic: str, partition: int) -> bool:
+        """Tombstone a partition: valid only from OFFLINE (Kafka's Offline -> NonExistent)."""
+        old = self.partition(topic, partition)
+        if not check_partition_transition(
+            topic, partition, partition_phase(old), PartitionPhase.NON_EXISTENT
+        ):
+            return False
+        key = (topic, partition)
+        self._partitions[key] = None
+        self.reassign_keys.pop(key, None)
+        self.records.append(Record(PartitionKey(topic, partition), None))
+        return True

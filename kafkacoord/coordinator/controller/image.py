@@ -1,0 +1,400 @@
+"""The replayed state of ``__kc_metadata``: controller, nodes, topics and partitions.
+
+:class:`MetadataImage` is what ``replay`` builds, record by record, in the controller and
+in every reader of the log (node agents, the CLI). It keeps indexes so that the work of
+an event is proportional to what it touches: node -> partitions it leads, is in the ISR
+of, or holds a replica of; leaderless partitions; partitions being reassigned.
+
+Replay applies the StaleControllerEpoch rule (DESIGN §4, seed 004): a decision record
+whose ``controller_epoch`` is lower than the highest controller epoch seen is ignored, as
+is a controller record with a lower epoch. Tombstones carry no epoch and always apply.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Set
+from typing import Any, TypeAlias
+
+from kafkacoord.codecs.models import (
+    AvroModel,
+    ControllerKey,
+    ControllerValue,
+    NodeKey,
+    NodeValue,
+    PartitionKey,
+    PartitionValue,
+    TopicKey,
+    TopicValue,
+)
+
+from ..runtime.shard import Record
+from .config import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION
+from .rebalance import leader_imbalance
+
+__all__ = ["TP", "MetadataImage", "config_flag", "is_live_node"]
+
+log = logging.getLogger(__name__)
+
+TP: TypeAlias = tuple[str, int]
+"""``(topic, partition)``."""
+
+_EMPTY: frozenset[TP] = frozenset()
+NO_LEADER = -1
+
+
+def is_live_node(node: NodeValue) -> bool:
+    """Eligible to lead and to join ISRs: unfenced and not in controlled shutdown."""
+    return not node.fenced and not node.shutting_down
+
+
+def config_flag(configs: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = configs.get(name)
+    return default if raw is None else raw.strip().lower() == "true"
+
+
+def _index_add(index: dict[int, set[TP]], nodes: Any, key: TP) -> None:
+    for node in nodes:
+        bucket = index.get(node)
+        if bucket is None:
+            index[node] = {key}
+        else:
+            bucket.add(key)
+
+
+def _index_remove(index: dict[int, set[TP]], nodes: Any, key: TP) -> None:
+    # Empty buckets stay: a node's bucket is reused as its partitions come and go.
+    for node in nodes:
+        bucket = index.get(node)
+        if bucket is not None:
+            bucket.discard(key)
+
+
+def _non_empty(index: dict[int, set[TP]]) -> dict[int, set[TP]]:
+    return {node: keys for node, keys in index.items() if keys}
+
+
+class MetadataImage:
+    """Controller, nodes, topics and partitions as replayed from the metadata log.
+
+    Mutated only by :meth:`replay` / :meth:`apply`; everything else is a read-only query.
+    Returned collections must not be modified by callers.
+    """
+
+    def __init__(self) -> None:
+        self.controller: ControllerValue | None = None
+        self._epoch = -1
+        self.nodes: dict[int, NodeValue] = {}
+        self.topics: dict[str, TopicValue] = {}
+        self._partitions: dict[str, dict[int, PartitionValue]] = {}
+        self._leads: dict[int, set[TP]] = {}
+        self._in_isr: dict[int, set[TP]] = {}
+        self._replicas: dict[int, set[TP]] = {}
+        self._leaderless: set[TP] = set()
+        self._reassigning: set[TP] = set()
+        self._live: frozenset[int] | None = None
+        self.ignored_stale = 0
+
+    # -- replay -----------------------------------------------------------------------
+
+    @property
+    def controller_epoch(self) -> int:
+        """The highest controller epoch seen (``-1`` before any controller record)."""
+        return self._epoch
+
+    def replay(self, record: Record) -> bool:
+        return self.apply(record.key, record.value)
+
+    def apply(self, key: AvroModel, value: AvroModel | None) -> bool:
+        """Apply one record; returns ``False`` when it was ignored as stale."""
+        if type(value) is PartitionValue:  # the common case first
+            if value.controller_epoch < self._epoch:
+                return self._stale(key, value.controller_epoch)
+            assert isinstance(key, PartitionKey)
+            self._apply_partition(key.topic, key.partition, value)
+            return True
+        if value is not None:
+            if isinstance(value, ControllerValue):
+                if value.epoch < self._epoch:
+                    return self._stale(key, value.epoch)
+                self.controller = value
+                self._epoch = value.epoch
+                return True
+            epoch: int = getattr(value, "controller_epoch", NO_LEADER)
+            if epoch < self._epoch:
+                return self._stale(key, epoch)
+        if isinstance(key, PartitionKey):
+            assert value is None
+            self._apply_partition(key.topic, key.partition, None)
+        elif isinstance(key, NodeKey):
+            assert value is None or isinstance(value, NodeValue)
+            self._live = None
+            if value is None:
+                self.nodes.pop(key.node_id, None)
+            else:
+                self.nodes[key.node_id] = value
+        elif isinstance(key, TopicKey):
+            assert value is None or isinstance(value, TopicValue)
+            if value is None:
+                self.topics.pop(key.name, None)
+            else:
+                self.topics[key.name] = value
+        elif isinstance(key, ControllerKey):
+            # A tombstone of the controller record forgets who leads, not the epoch fence.
+            if value is None:
+                self.controller = None
+        else:
+            raise TypeError(f"not a metadata record key: {type(key).__name__}")
+        return True
+
+    def _stale(self, key: AvroModel, epoch: int) -> bool:
+        self.ignored_stale += 1
+        log.info(
+            "ignored record %r of stale controller epoch %d (current %d)",
+            key, epoch, self.controller_epoch,
+        )  # fmt: skip
+        return False
+
+    def _apply_partition(self, topic: str, partition: int, new: PartitionValue | None) -> None:
+        # Replayed for every partition record (a failover writes tens of thousands): keep
+        # it to dict and set operations on the few nodes whose role changed.
+        key = (topic, partition)
+        parts = self._partitions.get(topic)
+        old = None if parts is None else parts.get(partition)
+        if new is None:
+            if old is None:
+                return
+            assert parts is not None
+            del parts[partition]
+            if not parts:
+                del self._partitions[topic]
+            _index_remove(self._replicas, old.replicas, key)
+            _index_remove(self._in_isr, old.isr, key)
+            if old.leader >= 0:
+                _index_remove(self._leads, (old.leader,), key)
+            self._leaderless.discard(key)
+            self._reassigning.discard(key)
+            return
+        if parts is None:
+            self._partitions[topic] = parts = {}
+        parts[partition] = new
+        if old is None:
+            _index_add(self._replicas, new.replicas, key)
+            _index_add(self._in_isr, new.isr, key)
+            if new.leader >= 0:
+                _index_add(self._leads, (new.leader,), key)
+            else:
+                self._leaderless.add(key)
+            if new.reassignment is not None:
+                self._reassigning.add(key)
+            return
+        # Replica lists are short: tuple scans beat building sets.
+        if old.replicas is not new.replicas and old.replicas != new.replicas:
+            _index_remove(self._replicas, [r for r in old.replicas if r not in new.replicas], key)
+            _index_add(self._replicas, [r for r in new.replicas if r not in old.replicas], key)
+        if old.isr != new.isr:
+            in_isr = self._in_isr
+            for r in old.isr:
+                if r not in new.isr:
+                    in_isr[r].discard(key)
+            for r in new.isr:
+                if r not in old.isr:
+                    bucket = in_isr.get(r)
+                    if bucket is None:
+                        in_isr[r] = {key}
+                    else:
+                        bucket.add(key)
+        if old.leader != new.leader:
+            leads = self._leads
+            if old.leader >= 0:
+                leads[old.leader].discard(key)
+            else:
+                self._leaderless.discard(key)
+            if new.leader >= 0:
+                bucket = leads.get(new.leader)
+                if bucket is None:
+                    leads[new.leader] = {key}
+                else:
+                    bucket.add(key)
+            else:
+                self._leaderless.add(key)
+        if new.reassignment is not None:
+            self._reassigning.add(key)
+        elif old.reassignment is not None:
+            self._reassigning.discard(key)
+
+    # -- nodes ------------------------------------------------------------------------
+
+    def node(self, node_id: int) -> NodeValue | None:
+        return self.nodes.get(node_id)
+
+    def live_nodes(self) -> frozenset[int]:
+        """Nodes that may lead and join ISRs: unfenced and not shutting down."""
+        if self._live is None:
+            self._live = frozenset(n for n, v in self.nodes.items() if is_live_node(v))
+        return self._live
+
+    def unfenced_nodes(self) -> frozenset[int]:
+        return frozenset(n for n, v in self.nodes.items() if not v.fenced)
+
+    def is_live(self, node_id: int) -> bool:
+        return node_id in self.live_nodes()
+
+    def nodes_with_role(self, role: str, *, live_only: bool = True) -> list[int]:
+        return sorted(
+            n
+            for n, v in self.nodes.items()
+            if role in v.roles and (not live_only or is_live_node(v))
+        )
+
+    def led_by(self, node_id: int) -> Set[TP]:
+        """Partitions ``node_id`` leads."""
+        return self._leads.get(node_id, _EMPTY)
+
+    def in_isr_of(self, node_id: int) -> Set[TP]:
+        """Partitions whose ISR contains ``node_id``."""
+        return self._in_isr.get(node_id, _EMPTY)
+
+    def replicas_on(self, node_id: int) -> Set[TP]:
+        """Partitions with a replica on ``node_id``."""
+        return self._replicas.get(node_id, _EMPTY)
+
+    def leader_counts(self) -> dict[int, int]:
+        return {node: len(keys) for node, keys in sorted(self._leads.items()) if keys}
+
+    # -- topics and partitions -----------------------------------------------------------
+
+    def topic(self, name: str) -> TopicValue | None:
+        return self.topics.get(name)
+
+    def partition(self, topic: str, partition: int) -> PartitionValue | None:
+        parts = self._partitions.get(topic)
+        return None if parts is None else parts.get(partition)
+
+    def partition_table(self) -> Mapping[str, Mapping[int, PartitionValue]]:
+        """topic -> partition id -> value: the raw table, for loops that must be fast."""
+        return self._partitions
+
+    def partitions_of(self, topic: str) -> list[PartitionValue]:
+        """The topic's partitions in partition order."""
+        parts = self._partitions.get(topic, {})
+        return [parts[p] for p in sorted(parts)]
+
+    def partition_ids(self, topic: str) -> Set[int]:
+        return self._partitions.get(topic, {}).keys()
+
+    def all_partitions(self) -> Iterator[PartitionValue]:
+        """Every partition, by topic name then partition id."""
+        for topic in sorted(self._partitions):
+            yield from self.partitions_of(topic)
+
+    def iter_partitions(self) -> Iterator[PartitionValue]:
+        """Every partition, in no particular order (cheaper than :meth:`all_partitions`)."""
+        for parts in self._partitions.values():
+            yield from parts.values()
+
+    def partition_count(self) -> int:
+        return sum(len(parts) for parts in self._partitions.values())
+
+    def leaderless(self) -> Set[TP]:
+        return self._leaderless
+
+    def reassigning(self) -> Set[TP]:
+        """Partitions with a reassignment, in flight or queued."""
+        return self._reassigning
+
+    def deleting_topics(self) -> list[str]:
+        return sorted(name for name, t in self.topics.items() if t.deleting)
+
+    def unclean_enabled(self, topic: str, default: bool = False) -> bool:
+        value = self.topics.get(topic)
+        return (
+            default
+            if value is None
+            else config_flag(value.configs, UNCLEAN_LEADER_ELECTION, default)
+        )
+
+    def min_insync_replicas(self, topic: str, default: int = 1) -> int:
+        value = self.topics.get(topic)
+        raw = None if value is None else value.configs.get(MIN_INSYNC_REPLICAS)
+        try:
+            return default if raw is None else int(raw)
+        except ValueError:
+            return default
+
+    # -- kafka-topics --describe filters ---------------------------------------------------
+
+    @staticmethod
+    def target_replication(value: PartitionValue) -> int:
+        """Replicas the partition should have: the target set while it is being moved."""
+        moving = value.reassignment
+        if moving is not None and moving.step != "QUEUED":
+            return len(moving.target_replicas)
+        return len(value.replicas)
+
+    def under_replicated(self) -> list[PartitionValue]:
+        return [v for v in self.all_partitions() if len(v.isr) < self.target_replication(v)]
+
+    def unavailable(self) -> list[PartitionValue]:
+        """Partitions with no leader, or whose leader is not live."""
+        live = self.unfenced_nodes()
+        return [v for v in self.all_partitions() if v.leader not in live]
+
+    def under_min_isr(self, default_min_isr: int = 1) -> list[PartitionValue]:
+        return [
+            v
+            for v in self.all_partitions()
+            if len(v.isr) < self.min_insync_replicas(v.topic, default_min_isr)
+        ]
+
+    def at_min_isr(self, default_min_isr: int = 1) -> list[PartitionValue]:
+        return [
+            v
+            for v in self.all_partitions()
+            if len(v.isr) == self.min_insync_replicas(v.topic, default_min_isr)
+        ]
+
+    def reassignments(self) -> list[PartitionValue]:
+        """Partitions being reassigned (in flight or queued), by topic then partition."""
+        found = (self.partition(t, p) for t, p in sorted(self._reassigning))
+        return [v for v in found if v is not None]
+
+    def leader_imbalance(self) -> dict[int, float]:
+        """Seed 000's imbalance ratio per preferred broker (deleting topics left out)."""
+        assignment: dict[TP, tuple[int, ...]] = {}
+        leaders: dict[TP, int | None] = {}
+        for topic, parts in self._partitions.items():
+            for p, value in parts.items():
+                assignment[(topic, p)] = value.replicas
+                leaders[(topic, p)] = value.leader if value.leader >= 0 else None
+        return leader_imbalance(assignment, leaders, excluded_topics=self.deleting_topics())
+
+    # -- equality and self-checks ------------------------------------------------------------
+
+    def snapshot(self) -> tuple[Any, ...]:
+        """Everything replay built, for comparing two images."""
+        partitions = {(v.topic, v.partition): v for v in self.all_partitions()}
+        return (self.controller, dict(self.nodes), dict(self.topics), partitions)
+
+    def check_indexes(self) -> None:
+        """Raise ``AssertionError`` if an index disagrees with the partitions."""
+        leads: dict[int, set[TP]] = {}
+        in_isr: dict[int, set[TP]] = {}
+        replicas: dict[int, set[TP]] = {}
+        leaderless: set[TP] = set()
+        reassigning: set[TP] = set()
+        for value in self.all_partitions():
+            key = (value.topic, value.partition)
+            _index_add(replicas, value.replicas, key)
+            _index_add(in_isr, value.isr, key)
+            if value.leader >= 0:
+                _index_add(leads, (value.leader,), key)
+            else:
+                leaderless.add(key)
+            if value.reassignment is not None:
+                reassigning.add(key)
+        assert leads == _non_empty(self._leads), "leader index"
+        assert in_isr == _non_empty(self._in_isr), "ISR index"
+        assert replicas == _non_empty(self._replicas), "replica index"
+        assert leaderless == self._leaderless, "leaderless index"
+        assert reassigning == self._reassigning, "reassignment index"

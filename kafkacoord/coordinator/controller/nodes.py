@@ -1,0 +1,179 @@
+"""Node lifecycle (Kafka's ClusterControlManager and BrokerHeartbeatManager).
+
+- ``RegisterNode``: a node id's first registration, or a new incarnation (a restarted
+  process), gets a new node epoch and starts fenced, like a KRaft broker; the same
+  incarnation registering again is a retry (rack, endpoints and roles may change). A new
+  incarnation replaces the old one at once: what the old process held in memory is gone,
+  so it loses its leaderships and ISR memberships as if fenced.
+- ``NodeHeartbeat`` (with the current node epoch, else STALE_BROKER_EPOCH) renews the
+  session; the first heartbeat of a fenced node unfences it, unless it is shutting down.
+- A session that expires (``node_session_timeout_ms`` without a heartbeat) fences the node;
+  so does the ``FenceNode`` admin request.
+- ``ControlledShutdown`` marks the node shutting down (it may no longer lead or join
+  ISRs), moves its leaderships away and reports what it still leads; once it leads
+  nothing it is fenced at once, so it can leave (and a new incarnation register) without
+  waiting for its session to expire.
+
+Session deadlines are in memory only (timer ``("session", node_id)``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from kafkacoord.codecs.models import NodeValue
+
+from ..protocol import ErrorCode, ProtocolError, TopicPartitionRef
+from ..protocol.controller_api import (
+    ControlledShutdown,
+    ControlledShutdownResponse,
+    FenceNode,
+    NodeHeartbeat,
+    NodeHeartbeatResponse,
+    RegisterNode,
+    RegisterNodeResponse,
+)
+from ..runtime.timers import Timers
+from .batch import Batch
+from .config import ControllerConfig
+from .partitions import PartitionManager, check_node_epoch
+
+__all__ = ["SESSION_TIMER", "NodeManager", "session_timer"]
+
+SESSION_TIMER: Final = "session"
+
+
+def session_timer(node_id: int) -> tuple[str, int]:
+    return (SESSION_TIMER, node_id)
+
+
+def _node(
+    old: NodeValue,
+    batch: Batch,
+    *,
+    fenced: bool | None = None,
+    shutting_down: bool | None = None,
+) -> NodeValue:
+    # Direct constructor: every node record carries the writing controller's epoch.
+    return NodeValue(
+        node_id=old.node_id,
+        incarnation=old.incarnation,
+        node_epoch=old.node_epoch,
+        fenced=old.fenced if fenced is None else fenced,
+        registered_ms=old.registered_ms,
+        controller_epoch=batch.epoch,
+        rack=old.rack,
+        endpoints=old.endpoints,
+        shutting_down=old.shutting_down if shutting_down is None else shutting_down,
+        roles=old.roles,
+    )
+
+
+class NodeManager:
+    def __init__(self, config: ControllerConfig, partitions: PartitionManager, timers: Timers):
+        self.config = config
+        self.partitions = partitions
+        self.timers = timers
+
+    def _renew(self, node_id: int, now_ms: int) -> None:
+        self.timers.schedule(session_timer(node_id), now_ms + self.config.node_session_timeout_ms)
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def register(self, batch: Batch, body: RegisterNode) -> RegisterNodeResponse:
+        old = batch.node(body.node_id)
+        roles = tuple(dict.fromkeys(body.roles))
+        if old is not None and old.incarnation == body.incarnation:
+            if (old.rack, old.endpoints, old.roles) != (body.rack, body.endpoints, roles):
+                batch.put_node(
+                    NodeValue(
+                        node_id=old.node_id,
+                        incarnation=old.incarnation,
+                        node_epoch=old.node_epoch,
+                        fenced=old.fenced,
+                        registered_ms=old.registered_ms,
+                        controller_epoch=batch.epoch,
+                        rack=body.rack,
+                        endpoints=dict(body.endpoints),
+                        shutting_down=old.shutting_down,
+                        roles=roles,
+                    )
+                )
+            return RegisterNodeResponse(node_epoch=old.node_epoch)
+        value = NodeValue(
+            node_id=body.node_id,
+            incarnation=body.incarnation,
+            node_epoch=1 if old is None else old.node_epoch + 1,
+            fenced=True,
+            registered_ms=batch.now_ms,
+            controller_epoch=batch.epoch,
+            rack=body.rack,
+            endpoints=dict(body.endpoints),
+            shutting_down=False,
+            roles=roles,
+        )
+        batch.put_node(value)
+        if old is not None:
+            self.timers.cancel(session_timer(body.node_id))
+            if not old.fenced:
+                self.partitions.on_node_fenced(batch, body.node_id)
+        return RegisterNodeResponse(node_epoch=value.node_epoch)
+
+    def heartbeat(self, batch: Batch, body: NodeHeartbeat) -> tuple[NodeHeartbeatResponse, bool]:
+        """The reply, and whether this heartbeat unfenced the node."""
+        node = check_node_epoch(batch, body.node_id, body.node_epoch)
+        unfenced = False
+        if node.fenced and not node.shutting_down:
+            node = _node(node, batch, fenced=False)
+            batch.put_node(node)
+            self.partitions.on_node_unfenced(batch, node.node_id)
+            unfenced = True
+        if not node.fenced:
+            self._renew(node.node_id, batch.now_ms)
+        reply = NodeHeartbeatResponse(
+            fenced=node.fenced, shutting_down=node.shutting_down, controller_epoch=batch.epoch
+        )
+        return reply, unfenced
+
+    def controlled_shutdown(
+        self, batch: Batch, body: ControlledShutdown
+    ) -> ControlledShutdownResponse:
+        node = check_node_epoch(batch, body.node_id, body.node_epoch)
+        if not node.shutting_down:
+            node = _node(node, batch, shutting_down=True)
+            batch.put_node(node)
+        remaining = self.partitions.controlled_shutdown(batch, node.node_id)
+        if not remaining and not node.fenced:
+            self.fence(batch, node.node_id)
+        return ControlledShutdownResponse(
+            remaining=[TopicPartitionRef(topic=t, partition=p) for t, p in remaining]
+        )
+
+    def fence_admin(self, batch: Batch, body: FenceNode) -> None:
+        if batch.node(body.node_id) is None:
+            raise ProtocolError(
+                ErrorCode.BROKER_NOT_AVAILABLE, f"node {body.node_id} is not registered"
+            )
+        self.fence(batch, body.node_id)
+
+    # -- fencing ----------------------------------------------------------------------------
+
+    def fence(self, batch: Batch, node_id: int) -> bool:
+        """Fence the node now; ``False`` if it is unknown or already fenced."""
+        node = batch.node(node_id)
+        if node is None or node.fenced:
+            return False
+        batch.put_node(_node(node, batch, fenced=True))
+        self.timers.cancel(session_timer(node_id))
+        self.partitions.on_node_fenced(batch, node_id)
+        return True
+
+    def expire(self, batch: Batch, node_id: int) -> bool:
+        """The node's session timer fired."""
+        return self.fence(batch, node_id)
+
+    def start_sessions(self, batch: Batch) -> None:
+        """A new controller gives every unfenced node a full session (on load)."""
+        for node_id, node in sorted(batch.nodes().items()):
+            if not node.fenced:
+                self._renew(node_id, batch.now_ms)

@@ -1,0 +1,278 @@
+"""The controller as a shard of ``__kc_metadata`` (DESIGN §3-§5).
+
+:class:`ControllerShard` implements the runtime's ``Shard`` protocol. It is pure: time
+comes in as ``now_ms``, randomness from the ``rng`` it is given, and every decision
+leaves as a record for the runtime to replay and append. Handlers read the image and
+the batch of records they are building; they never mutate the image.
+
+Life cycle:
+
+1. Build it, ``replay`` every record of ``__kc_metadata`` (stale controller epochs are
+   ignored), then call ``on_loaded(now)``. It returns the ``ControllerValue`` with
+   epoch = highest seen + 1 first, then the decisions of a new controller: re-fencing
+   of fenced nodes that still lead or sit in ISRs, elections of leaderless partitions,
+   internal topics, the continuation of reassignments and the resumption of deletions.
+   Every unfenced node gets a fresh session; the rebalance timer starts.
+2. ``handle`` / ``fire_timers`` as requests and deadlines come; ``replay`` their records.
+3. ``on_unloaded`` when it stops being the controller.
+
+Timer keys: ``("session", node_id)``, ``("delete-topic", name)`` and
+``"leader-rebalance"``.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import random
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from kafkacoord.codecs.models import ControllerKey, ControllerValue, PartitionKey, PartitionValue
+
+from ..protocol import CONTROLLER_APIS, Body, Empty, ErrorCode, ProtocolError
+from ..protocol import controller_api as api
+from ..runtime.shard import Record, Reply, Request, Result
+from ..runtime.timers import Timers
+from .batch import Batch
+from .config import ControllerConfig
+from .image import MetadataImage
+from .leadership import REBALANCE_TIMER, LeadershipManager
+from .nodes import SESSION_TIMER, NodeManager
+from .partitions import PartitionManager
+from .reassignments import ReassignmentManager
+from .states import ReplicaStateMachine
+from .topics import DELETE_TOPIC_TIMER, TopicManager
+
+__all__ = ["ControllerShard"]
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Batch, Any], Body]
+
+
+@contextmanager
+def _gc_paused(enabled: bool) -> Iterator[None]:
+    """Hold the cyclic garbage collector off while a handler runs.
+
+    Handlers allocate acyclic values only (records, tuples), which reference counting
+    frees. A failover batch allocates a hundred thousand of them, enough to trigger a full
+    collection over the whole image midway; paused, the collector catches up on its next
+    regular run instead.
+    """
+    if not enabled or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+class ControllerShard:
+    def __init__(
+        self,
+        config: ControllerConfig,
+        node_id: int,
+        incarnation: str,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.node_id = node_id
+        self.incarnation = incarnation
+        self.rng = rng if rng is not None else random.Random()
+        self.image = MetadataImage()
+        self.timers = Timers()
+        self.replica_states = ReplicaStateMachine()
+        self.partitions = PartitionManager(config)
+        self.nodes = NodeManager(config, self.partitions, self.timers)
+        self.reassignments = ReassignmentManager(config, self.partitions, self.replica_states)
+        self.topics = TopicManager(
+            config, self.reassignments, self.replica_states, self.timers, self.rng
+        )
+        self.leadership = LeadershipManager(config, self.partitions)
+        # The epoch this controller writes with; set by on_loaded.
+        self.epoch = -1
+        self._loaded = False
+        self._handlers: dict[str, Handler] = {
+            "RegisterNode": self.nodes.register,
+            "NodeHeartbeat": self._heartbeat,
+            "ControlledShutdown": self.nodes.controlled_shutdown,
+            "FenceNode": self._fence_node,
+            "AlterPartition": self._alter_partition,
+            "ReplicaStatus": self._replica_status,
+            "CreateTopic": self.topics.create,
+            "DeleteTopic": self._delete_topic,
+            "CreatePartitions": self.topics.create_partitions,
+            "AlterReassignments": self.reassignments.alter,
+            "ElectLeaders": self.leadership.elect_leaders,
+        }
+
+    # -- Shard protocol ----------------------------------------------------------------------
+
+    def replay(self, record: Record) -> None:
+        applied = self.image.replay(record)
+        key = record.key
+        if applied and self.replica_states.has_explicit() and isinstance(key, PartitionKey):
+            value = record.value
+            assert value is None or isinstance(value, PartitionValue)
+            self.replica_states.prune(key.topic, key.partition, value, self.image.live_nodes())
+
+    @property
+    def active(self) -> bool:
+        """Loaded, and no newer controller has written since."""
+        return self._loaded and self.image.controller_epoch <= self.epoch
+
+    def on_loaded(self, now_ms: int) -> Result:
+        with _gc_paused(self.config.pause_gc_in_handlers):
+            return self._on_loaded(now_ms)
+
+    def _on_loaded(self, now_ms: int) -> Result:
+        self.timers.clear()
+        self.replica_states.clear()
+        self.epoch = self.image.controller_epoch + 1
+        self._loaded = True
+        batch = Batch(self.image, self.epoch, now_ms)
+        # The new epoch goes first: every decision after it carries it.
+        batch.records.append(
+            Record(
+                ControllerKey(), ControllerValue(self.epoch, self.node_id, self.incarnation, now_ms)
+            )
+        )
+        self.nodes.start_sessions(batch)
+        for node_id, node in sorted(self.image.nodes.items()):
+            # A fencing whose partition records did not all make it: finish it.
+            if node.fenced and (self.image.led_by(node_id) or self.image.in_isr_of(node_id)):
+                self.partitions.on_node_fenced(batch, node_id)
+        self.partitions.elect_leaderless(batch, sorted(self.image.leaderless()))
+        self.topics.resume_deletions(batch)
+        self.topics.ensure_internal(batch)
+        self.reassignments.resume(batch)
+        if self.config.auto_leader_rebalance_enable:
+            self.timers.schedule(
+                REBALANCE_TIMER, now_ms + self.config.leader_imbalance_check_interval_ms
+            )
+        log.info(
+            "controller %d active with epoch %d: %d nodes, %d topics, %d partitions",
+            self.node_id, self.epoch, len(self.image.nodes), len(self.image.topics),
+            self.image.partition_count(),
+        )  # fmt: skip
+        return Result(batch.records, [])
+
+    def handle(self, request: Request, now_ms: int) -> Result:
+        if not self.active:
+            return self._error(request, ErrorCode.NOT_CONTROLLER, self._inactive_reason())
+        handler = self._handlers.get(request.api)
+        spec = CONTROLLER_APIS.get(request.api)
+        if handler is None or spec is None:
+            return self._error(
+                request, ErrorCode.INVALID_REQUEST, f"unknown controller api {request.api!r}"
+            )
+        if not isinstance(request.body, spec.request):
+            return self._error(
+                request,
+                ErrorCode.INVALID_REQUEST,
+                f"{request.api} needs a {spec.request.__name__} body, "
+                f"not {type(request.body).__name__}",
+            )
+        batch = Batch(self.image, self.epoch, now_ms)
+        try:
+            with _gc_paused(self.config.pause_gc_in_handlers):
+                body = handler(batch, request.body)
+                self.reassignments.settle(batch)
+        except ProtocolError as exc:
+            return self._error(request, exc.code, exc.message)
+        except Exception:
+            log.exception("controller failed on %s; nothing was written", request.api)
+            return self._error(
+                request, ErrorCode.UNKNOWN_SERVER_ERROR, f"controller failed on {request.api}"
+            )
+        return Result(batch.records, [Reply(request.ref, request.api, body=body)])
+
+    def fire_timers(self, now_ms: int) -> Result:
+        if not self.active:
+            return Result()
+        with _gc_paused(self.config.pause_gc_in_handlers):
+            return self._fire_timers(now_ms)
+
+    def _fire_timers(self, now_ms: int) -> Result:
+        batch = Batch(self.image, self.epoch, now_ms)
+        for key in self.timers.pop_due(now_ms):
+            if key == REBALANCE_TIMER:
+                more = self.leadership.rebalance(batch)
+                delay = (
+                    self.config.rebalance_continue_delay_ms
+                    if more
+                    else self.config.leader_imbalance_check_interval_ms
+                )
+                self.timers.schedule(REBALANCE_TIMER, now_ms + delay)
+            elif isinstance(key, tuple) and key[0] == SESSION_TIMER:
+                if self.nodes.expire(batch, key[1]):
+                    log.info("node %d session expired: fenced", key[1])
+            elif isinstance(key, tuple) and key[0] == DELETE_TOPIC_TIMER:
+                self.topics.finish_deletion(batch, key[1])
+            else:
+                log.error("unknown controller timer %r", key)
+        self.reassignments.settle(batch)
+        return Result(batch.records, [])
+
+    def next_deadline_ms(self) -> int | None:
+        return self.timers.next_deadline() if self.active else None
+
+    def on_unloaded(self) -> list[Reply]:
+        # The controller parks no request: nothing to answer.
+        self._loaded = False
+        self.timers.clear()
+        return []
+
+    # -- handlers that need more than one manager --------------------------------------------
+
+    def _heartbeat(self, batch: Batch, body: api.NodeHeartbeat) -> Body:
+        reply, unfenced = self.nodes.heartbeat(batch, body)
+        if unfenced:
+            self.topics.ensure_internal(batch)
+        return reply
+
+    def _fence_node(self, batch: Batch, body: api.FenceNode) -> Body:
+        self.nodes.fence_admin(batch, body)
+        return Empty()
+
+    def _alter_partition(self, batch: Batch, body: api.AlterPartition) -> Body:
+        self.partitions.alter_partition(batch, body)
+        # A grown ISR may let a reassignment finish: answer with the final state.
+        self.reassignments.settle(batch)
+        value = batch.partition(body.topic, body.partition)
+        assert value is not None
+        return api.PartitionStateBody(
+            topic=value.topic,
+            partition=value.partition,
+            leader=value.leader,
+            leader_epoch=value.leader_epoch,
+            partition_epoch=value.partition_epoch,
+            replicas=list(value.replicas),
+            isr=list(value.isr),
+        )
+
+    def _replica_status(self, batch: Batch, body: api.ReplicaStatus) -> Body:
+        self.partitions.replica_status(batch, body)
+        return Empty()
+
+    def _delete_topic(self, batch: Batch, body: api.DeleteTopic) -> Body:
+        self.topics.delete(batch, body)
+        return Empty()
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _inactive_reason(self) -> str:
+        if not self._loaded:
+            return f"node {self.node_id} is not the active controller (not loaded)"
+        return (
+            f"node {self.node_id} is no longer the controller: epoch "
+            f"{self.image.controller_epoch} superseded its epoch {self.epoch}"
+        )
+
+    @staticmethod
+    def _error(request: Request, code: ErrorCode, message: str | None) -> Result:
+        return Result([], [Reply(request.ref, request.api, error=code, message=message)])

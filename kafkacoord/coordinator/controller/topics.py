@@ -1,0 +1,494 @@
+"""Topics: create, add partitions, delete; and the controller's own internal topics.
+
+- Create (seed 001): replicas placed by :func:`placement.assign_replicas` on the live
+  nodes (Kafka's AdminUtils: random start index, rack-aware unless asked not to), or an
+  explicit, validated assignment. Each partition is born ONLINE (NonExistent -> New ->
+  Online in one record) with the live replicas as ISR and the first of them as leader,
+  or stays NEW while none of its replicas is live.
+- Delete: the topic is queued (``deleting=True``), its partitions go OFFLINE with no
+  leader and its replicas to ReplicaDeletionStarted. On the timer tick that follows
+  (``("delete-topic", name)``, ``topic_deletion_delay_ms`` later) every partition is
+  tombstoned, then the topic. Node agents follow the log, so they see the replicas stop.
+- Internal topics (``ControllerConfig.internal_topics``): created once a node with the
+  topic's role is live, replicated towards the configured factor through reassignments
+  as more such nodes come.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from kafkacoord.codecs.models import PartitionState, PartitionValue, TopicValue
+
+from ..protocol import ErrorCode, ProtocolError
+from ..protocol.controller_api import (
+    CreatePartitions,
+    CreatePartitionsResponse,
+    CreateTopic,
+    CreateTopicResponse,
+    DeleteTopic,
+)
+from ..runtime.timers import Timers
+from .batch import Batch
+from .changes import NO_LEADER, Election, apply_change
+from .config import (
+    MIN_INSYNC_REPLICAS,
+    UNCLEAN_LEADER_ELECTION,
+    ControllerConfig,
+    InternalTopicSpec,
+)
+from .placement import (
+    AdminOperationError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    assign_replicas,
+)
+from .reassignments import STEP_QUEUED, ReassignmentManager
+from .states import PartitionPhase, ReplicaState, ReplicaStateMachine
+
+__all__ = ["DELETE_TOPIC_TIMER", "TopicManager", "delete_topic_timer"]
+
+DELETE_TOPIC_TIMER: Final = "delete-topic"
+
+_DELETION: Final = (
+    ReplicaState.DELETION_SUCCESSFUL,
+    ReplicaState.NON_EXISTENT,
+)
+
+
+def delete_topic_timer(name: str) -> tuple[str, str]:
+    return (DELETE_TOPIC_TIMER, name)
+
+
+def _nodes_phrase(count: int, what: str) -> str:
+    return f"{count} {what} node" if count == 1 else f"{count} {what} nodes"
+
+
+def _validate_configs(configs: Mapping[str, str]) -> None:
+    raw = configs.get(MIN_INSYNC_REPLICAS)
+    if raw is not None:
+        try:
+            valid = int(raw) >= 1
+        except ValueError:
+            valid = False
+        if not valid:
+            raise ProtocolError(
+                ErrorCode.INVALID_CONFIG,
+                f"{MIN_INSYNC_REPLICAS} must be an integer >= 1 (got {raw!r})",
+            )
+    raw = configs.get(UNCLEAN_LEADER_ELECTION)
+    if raw is not None and raw.strip().lower() not in ("true", "false"):
+        raise ProtocolError(
+            ErrorCode.INVALID_CONFIG,
+            f"{UNCLEAN_LEADER_ELECTION} must be true or false (got {raw!r})",
+        )
+
+
+class TopicManager:
+    def __init__(
+        self,
+        config: ControllerConfig,
+        reassignments: ReassignmentManager,
+        replica_states: ReplicaStateMachine,
+        timers: Timers,
+        rng: random.Random,
+    ) -> None:
+        self.config = config
+        self.reassignments = reassignments
+        self.replica_states = replica_states
+        self.timers = timers
+        self.rng = rng
+
+    # -- placement ---------------------------------------------------------------------------
+
+    def _place(
+        self,
+        batch: Batch,
+        nodes: Sequence[int],
+        num_partitions: int,
+        replication_factor: int,
+        *,
+        rack_aware: bool,
+        what: str = "live",
+        start_partition_id: int = -1,
+        fixed_start_index: int = -1,
+    ) -> dict[int, tuple[int, ...]]:
+        if replication_factor > len(nodes):
+            raise ProtocolError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"replication factor {replication_factor} is larger than the "
+                f"{_nodes_phrase(len(nodes), what)}",
+            )
+        racks = {n: batch.node(n).rack for n in nodes}  # type: ignore[union-attr]
+        try:
+            placed = assign_replicas(
+                racks, num_partitions, replication_factor,
+                fixed_start_index=fixed_start_index, start_partition_id=start_partition_id,
+                rack_aware=None if rack_aware else False, rng=self.rng,
+            )  # fmt: skip
+        except InvalidReplicationFactorError as exc:
+            raise ProtocolError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from exc
+        except InvalidPartitionsError as exc:
+            raise ProtocolError(ErrorCode.INVALID_PARTITIONS, str(exc)) from exc
+        except AdminOperationError as exc:
+            raise ProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)) from exc
+        return {p: tuple(replicas) for p, replicas in placed.items()}
+
+    @staticmethod
+    def _validate_assignment(
+        batch: Batch,
+        assignment: Mapping[int, Sequence[int]],
+        partition_ids: range,
+        replication_factor: int | None,
+    ) -> dict[int, tuple[int, ...]]:
+        def invalid(message: str) -> ProtocolError:
+            return ProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
+
+        if sorted(assignment) != list(partition_ids):
+            raise invalid(
+                f"the replica assignment must name partitions {partition_ids.start}.."
+                f"{partition_ids.stop - 1} exactly (got {sorted(assignment)})"
+            )
+        result: dict[int, tuple[int, ...]] = {}
+        for p in partition_ids:
+            replicas = tuple(assignment[p])
+            if not replicas:
+                raise invalid(f"partition {p} has an empty replica list")
+            if len(set(replicas)) != len(replicas):
+                raise invalid(f"partition {p} has duplicate replicas {list(replicas)}")
+            unknown = sorted(n for n in set(replicas) if batch.node(n) is None)
+            if unknown:
+                raise invalid(f"partition {p} is assigned to unknown nodes {unknown}")
+            if replication_factor is None:
+                replication_factor = len(replicas)
+            elif len(replicas) != replication_factor:
+                raise invalid(
+                    f"inconsistent replication factor: partition {p} has {len(replicas)} "
+                    f"replicas, not {replication_factor}"
+                )
+            result[p] = replicas
+        return result
+
+    def _new_partition(
+        self, batch: Batch, topic: str, partition: int, replicas: tuple[int, ...]
+    ) -> None:
+        live = batch.live()
+        alive = tuple(r for r in replicas if r in live)
+        value = PartitionValue(
+            topic=topic,
+            partition=partition,
+            state=PartitionState.ONLINE if alive else PartitionState.NEW,
+            replicas=replicas,
+            isr=alive,
+            leader=alive[0] if alive else NO_LEADER,
+            leader_epoch=0,
+            partition_epoch=0,
+            updated_ms=batch.now_ms,
+            controller_epoch=batch.epoch,
+            election=Election.INITIAL if alive else "",
+        )
+        # NonExistent -> New, then New -> Online: one record for both.
+        batch.put_partition(value, via=PartitionPhase.NEW)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def create(self, batch: Batch, body: CreateTopic) -> CreateTopicResponse:
+        name = body.name
+        if name in (".", ".."):
+            raise ProtocolError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is illegal"
+            )
+        existing = batch.topic(name)
+        if existing is not None:
+            detail = " and is marked for deletion" if existing.deleting else ""
+            raise ProtocolError(
+                ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists{detail}"
+            )
+        if self.config.internal_topic(name) is not None:
+            raise ProtocolError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"topic name {name!r} is reserved for an internal topic",
+            )
+        _validate_configs(body.configs)
+        if body.replica_assignment is not None:
+            if body.num_partitions != -1 or body.replication_factor != -1:
+                raise ProtocolError(
+                    ErrorCode.INVALID_REQUEST,
+                    "give either a replica assignment or num_partitions/replication_factor, "
+                    "not both",
+                )
+            count = len(body.replica_assignment)
+            if count == 0:
+                raise ProtocolError(ErrorCode.INVALID_PARTITIONS, "the replica assignment is empty")
+            assignment = self._validate_assignment(
+                batch, body.replica_assignment, range(count), None
+            )
+            replication_factor = len(assignment[0])
+        else:
+            count = (
+                self.config.default_num_partitions
+                if body.num_partitions == -1
+                else body.num_partitions
+            )
+            replication_factor = (
+                self.config.default_replication_factor
+                if body.replication_factor == -1
+                else body.replication_factor
+            )
+            if count <= 0:
+                raise ProtocolError(
+                    ErrorCode.INVALID_PARTITIONS,
+                    f"number of partitions must be larger than 0 (got {count})",
+                )
+            if replication_factor <= 0:
+                raise ProtocolError(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"replication factor must be larger than 0 (got {replication_factor})",
+                )
+            assignment = self._place(
+                batch, sorted(batch.live()), count, replication_factor, rack_aware=body.rack_aware
+            )
+        topic_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        response = CreateTopicResponse(
+            topic_id="" if body.validate_only else topic_id,
+            assignment={p: list(r) for p, r in assignment.items()},
+        )
+        if body.validate_only:
+            return response
+        batch.put_topic(
+            TopicValue(
+                name=name,
+                topic_id=topic_id,
+                num_partitions=count,
+                replication_factor=replication_factor,
+                created_ms=batch.now_ms,
+                controller_epoch=batch.epoch,
+                configs=dict(body.configs),
+            )
+        )
+        for p in range(count):
+            self._new_partition(batch, name, p, assignment[p])
+        return response
+
+    def create_partitions(self, batch: Batch, body: CreatePartitions) -> CreatePartitionsResponse:
+        if self.config.internal_topic(body.topic) is not None:
+            raise ProtocolError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"the partition count of internal topic {body.topic!r} is set by configuration",
+            )
+        topic = batch.topic(body.topic)
+        if topic is None or topic.deleting:
+            state = "unknown" if topic is None else "being deleted"
+            raise ProtocolError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {body.topic!r} is {state}"
+            )
+        current = topic.num_partitions
+        if body.count <= current:
+            detail = "already has" if body.count == current else "has"
+            raise ProtocolError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"topic {body.topic!r} {detail} {current} partitions; the count can only grow "
+                f"(asked for {body.count})",
+            )
+        adding = body.count - current
+        first = batch.partition(body.topic, 0)
+        if first is None:
+            replication_factor = topic.replication_factor
+        elif first.reassignment is not None and first.reassignment.step != STEP_QUEUED:
+            replication_factor = len(first.reassignment.target_replicas)
+        else:
+            replication_factor = len(first.replicas)
+        if body.assignment is not None:
+            if len(body.assignment) != adding:
+                raise ProtocolError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"the assignment lists {len(body.assignment)} partitions but {adding} are "
+                    "being added",
+                )
+            assignment = self._validate_assignment(
+                batch,
+                {current + i: replicas for i, replicas in enumerate(body.assignment)},
+                range(current, body.count),
+                replication_factor,
+            )
+        else:
+            live = sorted(batch.live())
+            # Kafka continues the existing layout: start at partition 0's first replica.
+            head = first.replicas[0] if first is not None and first.replicas else 0
+            start = next((i for i, n in enumerate(live) if n >= head), 0)
+            assignment = self._place(
+                batch, live, adding, replication_factor, rack_aware=True,
+                start_partition_id=current, fixed_start_index=start,
+            )  # fmt: skip
+        response = CreatePartitionsResponse(assignment={p: list(r) for p, r in assignment.items()})
+        if body.validate_only:
+            return response
+        batch.put_topic(_topic(topic, batch, num_partitions=body.count))
+        for p in range(current, body.count):
+            self._new_partition(batch, body.topic, p, assignment[p])
+        return response
+
+    def delete(self, batch: Batch, body: DeleteTopic) -> None:
+        if self.config.internal_topic(body.name) is not None:
+            raise ProtocolError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"internal topic {body.name!r} cannot be deleted"
+            )
+        topic = batch.topic(body.name)
+        if topic is None:
+            raise ProtocolError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {body.name!r}"
+            )
+        if topic.deleting:
+            return  # already queued
+        batch.put_topic(_topic(topic, batch, deleting=True))
+        live = batch.live()
+        for p in self._partition_ids(batch, topic):
+            current = batch.partition(body.name, p)
+            if current is None:
+                continue
+            apply_change(
+                batch, current, leader=NO_LEADER, state=PartitionState.OFFLINE,
+                reassignment=None, election=Election.OFFLINE,
+            )  # fmt: skip
+            self._stop_replicas(batch, current, live)
+        self.timers.schedule(
+            delete_topic_timer(body.name), batch.now_ms + self.config.topic_deletion_delay_ms
+        )
+
+    def _stop_replicas(self, batch: Batch, current: PartitionValue, live: frozenset[int]) -> None:
+        key = (current.topic, current.partition)
+        for state in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED):
+            self.replica_states.transition(*key, current.replicas, state, value=current, live=live)
+
+    @staticmethod
+    def _partition_ids(batch: Batch, topic: TopicValue) -> list[int]:
+        return sorted(set(range(topic.num_partitions)) | set(batch.image.partition_ids(topic.name)))
+
+    def finish_deletion(self, batch: Batch, name: str) -> None:
+        """The deletion timer: tombstone every partition, then the topic."""
+        topic = batch.topic(name)
+        if topic is None or not topic.deleting:
+            return
+        live = batch.live()
+        for p in self._partition_ids(batch, topic):
+            current = batch.partition(name, p)
+            if current is None:
+                continue
+            if current.state is not PartitionState.OFFLINE:
+                current = apply_change(
+                    batch, current, leader=NO_LEADER, state=PartitionState.OFFLINE,
+                    reassignment=None, election=Election.OFFLINE,
+                )  # fmt: skip
+            for state in _DELETION:
+                self.replica_states.transition(
+                    name, p, current.replicas, state, value=current, live=live
+                )
+            batch.delete_partition(name, p)
+        batch.delete_topic(name)
+
+    def resume_deletions(self, batch: Batch) -> None:
+        """After a failover: restore the replicas' deletion state and finish on the next tick."""
+        live = batch.live()
+        for name in batch.image.deleting_topics():
+            topic = batch.topic(name)
+            assert topic is not None
+            for p in self._partition_ids(batch, topic):
+                current = batch.partition(name, p)
+                if current is not None:
+                    self._stop_replicas(batch, current, live)
+            self.timers.schedule(delete_topic_timer(name), batch.now_ms)
+
+    # -- internal topics -----------------------------------------------------------------------
+
+    def ensure_internal(self, batch: Batch) -> None:
+        """Create the internal topics that can be, and raise their replication as nodes with
+        their role come."""
+        for spec in self.config.internal_topics:
+            nodes = [
+                n for n in sorted(batch.live())
+                if spec.role in batch.node(n).roles  # type: ignore[union-attr]
+            ]  # fmt: skip
+            if not nodes:
+                continue
+            topic = batch.topic(spec.name)
+            if topic is None:
+                self._create_internal(batch, spec, nodes)
+            elif not topic.deleting:
+                self._grow_internal(batch, spec, topic, nodes)
+
+    def _create_internal(self, batch: Batch, spec: InternalTopicSpec, nodes: list[int]) -> None:
+        replication_factor = min(spec.replication_factor, len(nodes))
+        try:
+            assignment = self._place(
+                batch, nodes, spec.partitions, replication_factor, rack_aware=True
+            )
+        except ProtocolError:
+            # Mixed racks among the role's nodes: place without racks rather than not at all.
+            assignment = self._place(
+                batch, nodes, spec.partitions, replication_factor, rack_aware=False
+            )
+        batch.put_topic(
+            TopicValue(
+                name=spec.name,
+                topic_id=str(uuid.UUID(int=self.rng.getrandbits(128), version=4)),
+                num_partitions=spec.partitions,
+                replication_factor=replication_factor,
+                created_ms=batch.now_ms,
+                controller_epoch=batch.epoch,
+                configs=dict(spec.configs),
+            )
+        )
+        for p in range(spec.partitions):
+            self._new_partition(batch, spec.name, p, assignment[p])
+
+    def _grow_internal(
+        self, batch: Batch, spec: InternalTopicSpec, topic: TopicValue, nodes: list[int]
+    ) -> None:
+        wanted = min(spec.replication_factor, len(nodes))
+        values = [
+            v
+            for v in (batch.partition(spec.name, p) for p in range(topic.num_partitions))
+            if v is not None
+        ]
+        load = dict.fromkeys(nodes, 0)
+        for value in values:
+            for r in value.replicas:
+                if r in load:
+                    load[r] += 1
+        if wanted > topic.replication_factor:
+            batch.put_topic(_topic(topic, batch, replication_factor=wanted))
+        for value in values:
+            if value.reassignment is not None or len(value.replicas) >= wanted:
+                continue
+            target = list(value.replicas)
+            while len(target) < wanted:
+                # The least loaded node with the role that holds no replica yet.
+                extra = min((n for n in nodes if n not in target), key=lambda n: (load[n], n))
+                load[extra] += 1
+                target.append(extra)
+            self.reassignments.alter_one(batch, spec.name, value.partition, target)
+
+
+def _topic(
+    old: TopicValue,
+    batch: Batch,
+    *,
+    num_partitions: int | None = None,
+    replication_factor: int | None = None,
+    deleting: bool | None = None,
+) -> TopicValue:
+    return TopicValue(
+        name=old.name,
+        topic_id=old.topic_id,
+        num_partitions=old.num_partitions if num_partitions is None else num_partitions,
+        replication_factor=(
+            old.replication_factor if replication_factor is None else replication_factor
+        ),
+        created_ms=old.created_ms,
+        controller_epoch=batch.epoch,
+        configs=old.configs,
+        deleting=old.deleting if deleting is None else deleting,
+    )
