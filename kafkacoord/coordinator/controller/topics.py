@@ -104,6 +104,16 @@ class TopicManager:
 
     # -- placement ---------------------------------------------------------------------------
 
+    def _service_nodes(self, batch: Batch) -> list[int]:
+        """Where user topics go: live nodes that are not only kafkacoord daemons, which host
+        the group shards and nothing else."""
+        roles = {spec.role for spec in self.config.internal_topics}
+        return sorted(
+            n
+            for n in batch.live()
+            if not roles or not (set(batch.node(n).roles) & roles)  # type: ignore[union-attr]
+        )
+
     def _place(
         self,
         batch: Batch,
@@ -249,8 +259,9 @@ class TopicManager:
                     f"replication factor must be larger than 0 (got {replication_factor})",
                 )
             assignment = self._place(
-                batch, sorted(batch.live()), count, replication_factor, rack_aware=body.rack_aware
-            )
+                batch, self._service_nodes(batch), count, replication_factor,
+                rack_aware=body.rack_aware, what="live service",
+            )  # fmt: skip
         topic_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
         response = CreateTopicResponse(
             topic_id="" if body.validate_only else topic_id,
@@ -315,7 +326,7 @@ class TopicManager:
                 replication_factor,
             )
         else:
-            live = sorted(batch.live())
+            live = self._service_nodes(batch)
             # Kafka continues the existing layout: start at partition 0's first replica.
             head = first.replicas[0] if first is not None and first.replicas else 0
             start = next((i for i, n in enumerate(live) if n >= head), 0)

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from kafkacoord.codecs.models import PartitionKey, PartitionState, TopicKey, TopicValue
-from kafkacoord.coordinator.controller.config import InternalTopicSpec
+from kafkacoord.coordinator.controller.config import ControllerConfig, InternalTopicSpec
 from kafkacoord.coordinator.controller.placement import assign_replicas
 from kafkacoord.coordinator.controller.states import ReplicaState
 from kafkacoord.coordinator.protocol import ErrorCode
@@ -79,14 +79,14 @@ def test_replication_factor_larger_than_live_nodes() -> None:
         api.CreateTopic(name="t", num_partitions=1, replication_factor=4),
         ErrorCode.INVALID_REPLICATION_FACTOR,
     )
-    assert message == "replication factor 4 is larger than the 3 live nodes"
+    assert message == "replication factor 4 is larger than the 3 live service nodes"
     c.ok(api.CreateTopic(name="t", num_partitions=1, replication_factor=3))
 
 
 def test_no_live_node_at_all() -> None:
     c = Cluster()
     message = c.fails(api.CreateTopic(name="t"), ErrorCode.INVALID_REPLICATION_FACTOR)
-    assert "0 live nodes" in message
+    assert "0 live service nodes" in message
 
 
 @pytest.mark.parametrize(
@@ -377,3 +377,20 @@ def test_internal_topic_fails_over_uncleanly() -> None:
     c.ok(api.FenceNode(node_id=10))  # 11 never caught up
     value = c.p("__kc_offsets")
     assert value.leader == 11 and value.election == "unclean"
+
+
+def test_user_topics_are_placed_on_service_nodes_not_on_daemons() -> None:
+    c = Cluster(ControllerConfig(internal_topics=(InternalTopicSpec("__kc_offsets", 3, 2),)))
+    c.add_nodes([1, 2, 3])
+    c.register(100, roles=["coordinator"])
+    c.register(101, roles=["coordinator"])
+    created = c.create("t", 12, 3)
+    assert {n for replicas in created.assignment.values() for n in replicas} == {1, 2, 3}
+    message = c.fails(
+        api.CreateTopic(name="u", num_partitions=1, replication_factor=4),
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+    )
+    assert message == "replication factor 4 is larger than the 3 live service nodes"
+    # The daemons still host the group shards.
+    offsets = c.shard.image.partitions_of("__kc_offsets")
+    assert {n for v in offsets for n in v.replicas} == {100, 101}
