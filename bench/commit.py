@@ -73,15 +73,19 @@ def windowed(seconds: float, concurrency: int, issue: object) -> tuple[int, floa
 
 def commit_body(i: int) -> tuple[str, g.OffsetCommit]:
     group = f"bench-{i % GROUPS}"
-    topic = g.CommitTopic(name="events", partitions=[g.CommitPartition(partition=i % PARTITIONS,
-                                                                       offset=i)])  # fmt: skip
+    topic = g.CommitTopic(
+        name="events", partitions=[g.CommitPartition(partition=i % PARTITIONS, offset=i)]
+    )
     return group, g.OffsetCommit(group_id=group, topics=[topic])
 
 
 def kafkacoord_commits(
-    client: RequestClient, settings: Settings, seconds: float, concurrency: int,
+    client: RequestClient,
+    settings: Settings,
+    seconds: float,
+    concurrency: int,
     rate: float | None = None,
-) -> tuple[int, float, list[float]]:  # fmt: skip
+) -> tuple[int, float, list[float]]:
     topic = settings.topics.group_requests
     latencies: list[float] = []
     lock = threading.Lock()
@@ -93,8 +97,9 @@ def kafkacoord_commits(
                 time.sleep(delay)
         group, body = commit_body(i)
         sent = time.perf_counter()
-        _, future = client.send(topic, partition_for(group, SHARDS), "OffsetCommit", body,
-                                timeout_s=30)  # fmt: skip
+        _, future = client.send(
+            topic, partition_for(group, SHARDS), "OffsetCommit", body, timeout_s=30
+        )
         result: Future[object] = Future()
 
         def finished(f: Future[object]) -> None:
@@ -115,9 +120,13 @@ def kafkacoord_commits(
 
 
 def raw_appends(bootstrap: str, topic: str, seconds: float, concurrency: int) -> float:
-    records = [encode_record(OffsetCommitKey(f"bench-{i % GROUPS}", "events", i % PARTITIONS),
-                             OffsetCommitValue(i, "", int(time.time() * 1000)))
-               for i in range(4096)]  # fmt: skip
+    records = [
+        encode_record(
+            OffsetCommitKey(f"bench-{i % GROUPS}", "events", i % PARTITIONS),
+            OffsetCommitValue(i, "", int(time.time() * 1000)),
+        )
+        for i in range(4096)
+    ]
     with Appender(bootstrap, client_id="bench-raw") as appender:
         appender.append(topic, 0, b"warm", b"up").result(30)
 
@@ -134,8 +143,13 @@ def native_commits(bootstrap: str, seconds: float, concurrency: int) -> float:
     deadline = time.perf_counter() + seconds
 
     def worker(k: int) -> None:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"native-{k % GROUPS}",
-                             "enable.auto.commit": False})  # fmt: skip
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"native-{k % GROUPS}",
+                "enable.auto.commit": False,
+            }
+        )
         consumer.commit(offsets=[TopicPartition("events", 0, 0)], asynchronous=False)
         i = 0
         while time.perf_counter() < deadline:
@@ -156,32 +170,53 @@ def native_commits(bootstrap: str, seconds: float, concurrency: int) -> float:
 
 def run(bootstrap: str, seconds: float, concurrency: int, data_dir: Path) -> dict[str, object]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic("events", PARTITIONS, 1),
-                                       NewTopic("bench_raw", SHARDS, 1)]).values():  # fmt: skip
+    for future in admin.create_topics(
+        [NewTopic("events", PARTITIONS, 1), NewTopic("bench_raw", SHARDS, 1)]
+    ).values():
         future.result(30)
-    settings = Settings(bootstrap=bootstrap, data_dir=data_dir, offsets_partitions=SHARDS,
-                        offsets_replication_factor=1, log_level="warning")  # fmt: skip
+    settings = Settings(
+        bootstrap=bootstrap,
+        data_dir=data_dir,
+        offsets_partitions=SHARDS,
+        offsets_replication_factor=1,
+        log_level="warning",
+    )
     ensure_topics(admin_client(bootstrap), settings.topics.specs(), replication_factor=1)
     # The daemon runs as its own process, as in production: no GIL shared with the load.
-    env = {**os.environ, "KAFKACOORD_BOOTSTRAP": bootstrap, "KAFKACOORD_DATA_DIR": str(data_dir),
-           "KAFKACOORD_OFFSETS_PARTITIONS": str(SHARDS), "KAFKACOORD_LOG_LEVEL": "warning"}  # fmt: skip
-    daemon = subprocess.Popen([sys.executable, "-m", "kafkacoord", "daemon"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    env = {
+        **os.environ,
+        "KAFKACOORD_BOOTSTRAP": bootstrap,
+        "KAFKACOORD_DATA_DIR": str(data_dir),
+        "KAFKACOORD_OFFSETS_PARTITIONS": str(SHARDS),
+        "KAFKACOORD_LOG_LEVEL": "warning",
+    }
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "kafkacoord", "daemon"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         client = RequestClient(bootstrap, settings.topics.responses, settings.responses_partitions)
         # Wait until every shard answers.
         for i in range(GROUPS):
             group, body = commit_body(i)
-            client.call(settings.topics.group_requests, partition_for(group, SHARDS),
-                        "OffsetCommit", body, timeout_s=120)  # fmt: skip
+            client.call(
+                settings.topics.group_requests,
+                partition_for(group, SHARDS),
+                "OffsetCommit",
+                body,
+                timeout_s=120,
+            )
         log("daemon serving")
         raw = raw_appends(bootstrap, "bench_raw", seconds, concurrency)
         log(f"raw: {raw:.0f}/s")
         done, elapsed, _ = kafkacoord_commits(client, settings, seconds, concurrency)
         peak = done / elapsed
         log(f"kafkacoord peak: {peak:.0f}/s")
-        done, elapsed, latencies = kafkacoord_commits(client, settings, seconds, concurrency,
-                                                      rate=peak / 2)  # fmt: skip
+        done, elapsed, latencies = kafkacoord_commits(
+            client, settings, seconds, concurrency, rate=peak / 2
+        )
         ms = sorted(x * 1000 for x in latencies)
         p50, p99 = statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
         log(f"at {done / elapsed:.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms")

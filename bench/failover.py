@@ -55,27 +55,48 @@ def wait(check: object, what: str, timeout_s: float = 120) -> None:
 
 def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict[str, object]:
     settings = Settings(
-        bootstrap=bootstrap, topic_prefix="bench_", data_dir=data_dir, offsets_partitions=1,
-        node_session_timeout_ms=3_600_000, auto_leader_rebalance_enable=False,
+        bootstrap=bootstrap,
+        topic_prefix="bench_",
+        data_dir=data_dir,
+        offsets_partitions=1,
+        node_session_timeout_ms=3_600_000,
+        auto_leader_rebalance_enable=False,
         controller_session_timeout_ms=6000,
-    )  # fmt: skip
+    )
     topics = settings.topics
     identities = ensure_topics(admin_client(bootstrap), topics.specs(), replication_factor=1)
     cache = StateCache(data_dir / "cache")
     replies = ReplySender(bootstrap, topics.responses, client_id="bench-replies")
     service = ControllerService(
-        settings, bootstrap, cache, identities[topics.metadata], replies,
+        settings,
+        bootstrap,
+        cache,
+        identities[topics.metadata],
+        replies,
         config=settings.controller_config(),
-    )  # fmt: skip
-    admin = ControllerAdmin(bootstrap, topics, responses_partitions=settings.responses_partitions,
-                            timeout_s=120)  # fmt: skip
+    )
+    admin = ControllerAdmin(
+        bootstrap, topics, responses_partitions=settings.responses_partitions, timeout_s=120
+    )
     try:
         wait(lambda: service.active, "controller activation")
         client = admin._client
         for node in range(1, NODES + 1):
-            client.call(topics.controller_requests, 0, "RegisterNode",
-                        api.RegisterNode(node_id=node, incarnation=f"bench-{node}",
-                                         rack=None), timeout_s=60)  # fmt: skip
+            registered = client.call(
+                topics.controller_requests,
+                0,
+                "RegisterNode",
+                api.RegisterNode(node_id=node, incarnation=f"bench-{node}"),
+                api.RegisterNodeResponse,
+                timeout_s=60,
+            )
+            # The first heartbeat unfences a registered node (KRaft's lifecycle).
+            client.call(
+                topics.controller_requests,
+                0,
+                "NodeHeartbeat",
+                api.NodeHeartbeat(node_id=node, node_epoch=registered.node_epoch),
+            )
         started = time.monotonic()
         made = 0
         while made < partitions:
@@ -106,9 +127,11 @@ def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict
         log(f"fence: {written} records, {moved} new leaders in {elect_s:.3f}s")
 
         # The same records again, pre-encoded, through the plain appender.
-        raw = [encode_record(PartitionKey(tp[0], tp[1]), image.partition(*tp))
-               for tp in sorted(image.in_isr_of(victim) | led)][:written]  # fmt: skip
-        raw += raw[: max(0, written - len(raw))]
+        raw = [
+            encode_record(PartitionKey(tp[0], tp[1]), image.partition(*tp))
+            for tp in sorted(image.replicas_on(victim))
+        ]
+        raw = (raw * (written // max(len(raw), 1) + 1))[:written]
         # Into the responses topic: any delete-policy partition of the same broker will do.
         with Appender(bootstrap, client_id="bench-raw") as appender:
             appender.append(topics.responses, 0, b"warm", b"up").result(30)
