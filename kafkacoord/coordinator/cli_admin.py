@@ -378,6 +378,9 @@ def elect_leaders(
     targets = None if all_topic_partitions else [(topic or "", partition or 0)]
     with admin_session(config, bootstrap) as admin:
         results = admin.elect_leaders(election_type, targets)
+    if not results:
+        typer.echo("No partition needed a leader election.")
+        return
     elected = [r for r in results if r.error is ErrorCode.NONE]
     not_needed = [r for r in results if r.error is ErrorCode.ELECTION_NOT_NEEDED]
     failed = [r for r in results if r.error not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)]

@@ -126,6 +126,7 @@ class Daemon:
             responses_partitions=s.responses_partitions,
             heartbeat_interval_ms=s.node_heartbeat_interval_ms,
         )  # fmt: skip
+        self.groups.agent = self.agent
         # Registration waits for a controller, possibly this daemon's own: not on this thread.
         threading.Thread(target=self._start_agent, name="agent-start", daemon=True).start()
 

@@ -161,3 +161,81 @@ def test_a_late_write_of_an_old_controller_is_ignored(cluster: Cluster) -> None:
     wait_until(lambda: cluster.active_controller() not in (None, current), timeout_s=30,
                what="failover")  # fmt: skip
     assert cluster.image().partition("late", 0).leader == before.leader  # type: ignore[union-attr]
+
+
+def test_admin_commands_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kafkacoord.coordinator.cli import app
+
+    runner = CliRunner()
+    env = {"KAFKACOORD_BOOTSTRAP": cluster.bootstrap,
+           "KAFKACOORD_TOPIC_PREFIX": cluster.topics.prefix}  # fmt: skip
+
+    def run(*args: str, code: int = 0) -> str:
+        result = runner.invoke(app, list(args), env=env)
+        assert result.exit_code == code, result.output
+        return result.output
+
+    out = run("topics", "create", "--topic", "cli", "--partitions", "3",
+              "--replication-factor", "2")  # fmt: skip
+    assert "Created topic cli." in out
+    assert "larger than the 6 live service nodes" in run(
+        "topics",
+        "create",
+        "--topic",
+        "big",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "7",
+        code=1,
+    )
+    assert "cli" in run("topics", "list").split()
+    described = run("topics", "describe", "--topic", "cli")
+    assert described.startswith("Topic: cli\t")
+    assert described.count("\tTopic: cli\tPartition: ") == 3
+    assert run("topics", "describe", "--topic", "cli", "--under-replicated-partitions") == ""
+    # The group shards grew to two replicas each once a second daemon caught up.
+    wait_until(
+        lambda: (
+            runner.invoke(
+                app, ["topics", "describe", "--under-replicated-partitions"], env=env
+            ).output
+            == ""
+        ),
+        what="no under-replicated partitions",
+    )
+    nodes = run("nodes", "list")
+    assert nodes.splitlines()[0].split()[:3] == ["ID", "RACK", "STATE"]
+    assert sum(" UNFENCED " in line for line in nodes.splitlines()) == 9
+
+    # Move cli-0 onto nodes 5 and 6 with kafka-reassign-partitions' files.
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version":1,"partitions":[{"topic":"cli","partition":0,"replicas":[5,6]}]}')
+    assert "Successfully started partition reassignment" in run(
+        "reassign", "execute", "--reassignment-json-file", str(plan)
+    )
+    wait_until(lambda: "is completed" in runner.invoke(
+        app, ["reassign", "verify", "--reassignment-json-file", str(plan)], env=env).output,
+        what="reassignment verified")  # fmt: skip
+    assert "No partition reassignments in progress." in run("reassign", "list")
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text('{"version":1,"topics":[{"topic":"cli"}]}')
+    proposal = run("reassign", "generate", "--topics-to-move-json-file", str(topics_file),
+                   "--broker-list", "1,2,3")  # fmt: skip
+    assert "Proposed partition reassignment configuration" in proposal
+
+    out = run("elect-leaders", "--election-type", "preferred", "--all-topic-partitions")
+    assert any(
+        m in out
+        for m in ("Successfully completed", "Valid replica already elected", "No partition needed")
+    )
+    assert "--topic needs --partition" in run(
+        "elect-leaders", "--election-type", "preferred", "--topic", "cli", code=2
+    )
+    out = run("shutdown-node", "6")
+    assert "leads no partitions" in out
+    assert 6 not in _leaders(cluster, "cli").values()
+    assert "is marked for deletion" in run("topics", "delete", "--topic", "cli")
+    wait_until(lambda: cluster.image().topic("cli") is None, what="topic deleted")

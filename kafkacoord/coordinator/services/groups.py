@@ -20,6 +20,7 @@ from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.fold import offsets_policy
 from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
 
+from ..agent import NodeAgent
 from ..groups.config import GroupConfig
 from ..groups.shard import GroupShard
 from ..protocol import GROUP_APIS, ErrorCode
@@ -49,6 +50,8 @@ class GroupService:
         self.topic = settings.topics.offsets
         self.hosts: dict[int, ShardHost] = {}
         self.followed: set[int] = set()
+        # This daemon's node agent, set by the daemon: reports followed shards as caught up.
+        self.agent: NodeAgent | None = None
         self._bootstrap = bootstrap
         self._cache = cache
         self._identity = identity
@@ -96,6 +99,17 @@ class GroupService:
         self._emigrate(partition)
         with self._lock:
             self.followed.add(partition)
+        if self.settings.node_id not in state.isr:
+            threading.Thread(target=self._catch_up, args=(partition,), daemon=True).start()
+
+    def _catch_up(self, partition: int) -> None:
+        """A follower is in sync once its cache holds the shard's log to the end."""
+        try:
+            self._recover([partition])
+            if self.agent is not None:
+                self.agent.report_caught_up(self.topic, partition)
+        except Exception:
+            log.exception("catching up a followed group shard failed", partition=partition)
 
     def on_stop_replica(self, topic: str, partition: int, deleted: bool) -> None:
         if topic != self.topic:
