@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from kafkacoord.codecs.models import PartitionValue
@@ -68,6 +69,24 @@ class DaemonProcess:
                 self.process.wait(30)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def fast_daemon_env(bootstrap: str, prefix: str, offsets_partitions: int) -> dict[str, str]:
+    """Daemon settings for tests: JSON logs and short sessions, so failovers take seconds."""
+    return {
+        "KAFKACOORD_BOOTSTRAP": bootstrap,
+        "KAFKACOORD_TOPIC_PREFIX": prefix,
+        "KAFKACOORD_OFFSETS_PARTITIONS": str(offsets_partitions),
+        "KAFKACOORD_LOG_FORMAT": "json",
+        "KAFKACOORD_CONTROLLER_SESSION_TIMEOUT_MS": "3000",
+        "KAFKACOORD_NODE_SESSION_TIMEOUT_MS": "3000",
+        "KAFKACOORD_NODE_HEARTBEAT_INTERVAL_MS": "500",
+    }
+
+
+def start_daemon(env: dict[str, str], root: Path, node: int) -> DaemonProcess:
+    return DaemonProcess({**env, "KAFKACOORD_NODE_ID": str(node),
+                          "KAFKACOORD_DATA_DIR": str(root / f"d{node}")})  # fmt: skip
 
 
 def wait_until(check: Callable[[], T | None], timeout_s: float = 60, what: str = "") -> T:

@@ -14,7 +14,7 @@ from kafkacoord.coordinator.agent import NodeAgent
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
 
-from .cluster import DaemonProcess, Replicas, wait_until
+from .cluster import DaemonProcess, Replicas, fast_daemon_env, start_daemon, wait_until
 from .helpers import append_all
 
 pytestmark = pytest.mark.integration
@@ -29,13 +29,7 @@ class Cluster:
         self.topics = InternalTopics(prefix=prefix, offsets_partitions=2)
         ensure_topics(admin_client(bootstrap), self.topics.specs(), replication_factor=1)
         self.env = {
-            "KAFKACOORD_BOOTSTRAP": bootstrap,
-            "KAFKACOORD_TOPIC_PREFIX": prefix,
-            "KAFKACOORD_OFFSETS_PARTITIONS": "2",
-            "KAFKACOORD_LOG_FORMAT": "json",
-            "KAFKACOORD_CONTROLLER_SESSION_TIMEOUT_MS": "3000",
-            "KAFKACOORD_NODE_SESSION_TIMEOUT_MS": "3000",
-            "KAFKACOORD_NODE_HEARTBEAT_INTERVAL_MS": "500",
+            **fast_daemon_env(bootstrap, prefix, 2),
             "KAFKACOORD_AUTO_LEADER_REBALANCE_ENABLE": "false",
         }
         self.root = root
@@ -45,9 +39,7 @@ class Cluster:
         self.admin = ControllerAdmin(bootstrap, self.topics, responses_partitions=8, timeout_s=60)
 
     def start_daemon(self, node: int) -> DaemonProcess:
-        env = {**self.env, "KAFKACOORD_NODE_ID": str(node),
-               "KAFKACOORD_DATA_DIR": str(self.root / f"d{node}")}  # fmt: skip
-        self.daemons[node] = daemon = DaemonProcess(env)
+        self.daemons[node] = daemon = start_daemon(self.env, self.root, node)
         return daemon
 
     def start_node(self, node: int) -> None:

@@ -15,7 +15,7 @@ from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
 
-from .cluster import DaemonProcess, wait_until
+from .cluster import DaemonProcess, fast_daemon_env, start_daemon, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -31,22 +31,14 @@ class GroupCluster:
         ensure_topics(admin_client(bootstrap), self.topics.specs(), replication_factor=1)
         self.root = root
         self.env = {
-            "KAFKACOORD_BOOTSTRAP": bootstrap,
-            "KAFKACOORD_TOPIC_PREFIX": prefix,
-            "KAFKACOORD_OFFSETS_PARTITIONS": str(SHARDS),
-            "KAFKACOORD_LOG_FORMAT": "json",
-            "KAFKACOORD_CONTROLLER_SESSION_TIMEOUT_MS": "3000",
-            "KAFKACOORD_NODE_SESSION_TIMEOUT_MS": "3000",
-            "KAFKACOORD_NODE_HEARTBEAT_INTERVAL_MS": "500",
+            **fast_daemon_env(bootstrap, prefix, SHARDS),
             "KAFKACOORD_GROUP_INITIAL_REBALANCE_DELAY_MS": "500",
         }
         self.daemons: dict[int, DaemonProcess] = {}
         self.members: list[GroupMember] = []
 
     def start_daemon(self, node: int) -> DaemonProcess:
-        env = {**self.env, "KAFKACOORD_NODE_ID": str(node),
-               "KAFKACOORD_DATA_DIR": str(self.root / f"d{node}")}  # fmt: skip
-        self.daemons[node] = daemon = DaemonProcess(env)
+        self.daemons[node] = daemon = start_daemon(self.env, self.root, node)
         return daemon
 
     def shard_leader(self, shard: int) -> int | None:
