@@ -426,3 +426,7 @@ def register(app: typer.Typer) -> None:
     from .cli_groups import groups_app
 
     app.add_typer(groups_app, name="groups")
+    # The views commands import Spark only when they run, so this costs nothing.
+    from kafkacoord.spark.cli import views_app
+
+    app.add_typer(views_app, name="views")

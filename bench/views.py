@@ -1,0 +1,386 @@
+"""P4: the Spark view pipeline against the raw data source, on the embedded broker.
+
+Measures in one run (local Spark, ``--master``, default local[2]):
+
+- raw_rate:  the kafkacoord data source alone (decoded), into Spark's noop sink
+- view_rate: the whole view job (fold, RocksDB state, warehouse writes) over
+  the same ``--records`` records (every key distinct: the state grows by one
+  key per record, the fold's worst case)
+- freshness_p95_s: with a 1 s trigger and a steady write load, the p95 delay
+  from a record's append (its delivery ack) to the warehouse commit of the
+  micro-batch that holds it
+- batch_s_100k / batch_s_1m: the median micro-batch time (Spark's
+  triggerExecution) when 1,000 existing keys change, over a state of
+  ``--small-records`` keys and then ``--records`` keys
+
+The last stdout line is JSON. Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+from confluent_kafka import Message, Producer
+
+from kafkacoord.codecs import encode_key, encode_value
+from kafkacoord.codecs.models import (
+    GroupMember,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+from kafkacoord.storage.broker import EmbeddedBroker
+from kafkacoord.storage.clients import admin_client
+from kafkacoord.storage.topics import InternalTopics, ensure_topics
+
+PARTITIONS_PER_GROUP = 16
+TIME_LIMIT_S = 900
+CHANGED_KEYS = 1_000
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def java_hash(text: str) -> int:
+    h = 0
+    for ch in text:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+@dataclass
+class Dataset:
+    """Groups of 16 committed partitions, one group record each: about one key per record."""
+
+    topics: InternalTopics
+    records: int
+    groups: int = 0
+
+    def __post_init__(self) -> None:
+        self.groups = max(1, self.records // (PARTITIONS_PER_GROUP + 1))
+
+    def group(self, g: int) -> str:
+        return f"group-{g:07d}"
+
+    def shard(self, g: int) -> int:
+        return abs(java_hash(self.group(g))) % self.topics.offsets_partitions
+
+    def commit(self, g: int, p: int, offset: int) -> tuple[int, bytes, bytes]:
+        key = encode_key(OffsetCommitKey(self.group(g), "orders", p))
+        value = encode_value(OffsetCommitValue(offset, "", int(time.time() * 1000), 0))
+        return self.shard(g), key, value
+
+    def initial(self) -> Iterator[tuple[int, bytes, bytes]]:
+        member = GroupMember("m", "client", "/10.0.0.1", 300_000, 45_000, b"", b"")
+        for g in range(self.groups):
+            value = GroupMetadataValue("consumer", 1, 0, (member,), "range", "m")
+            yield self.shard(g), encode_key(GroupMetadataKey(self.group(g))), encode_value(value)
+            for p in range(PARTITIONS_PER_GROUP):
+                yield self.commit(g, p, g)
+
+    def changes(self, count: int, rng: random.Random) -> Iterator[tuple[int, bytes, bytes]]:
+        """``count`` commits to distinct existing keys."""
+        keys = rng.sample(range(self.groups * PARTITIONS_PER_GROUP), count)
+        for k in keys:
+            yield self.commit(
+                k // PARTITIONS_PER_GROUP, k % PARTITIONS_PER_GROUP, rng.randrange(10**9)
+            )
+
+
+def producer(bootstrap: str) -> Producer:
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "batch.num.messages": 10_000,
+            "acks": "all",
+            "enable.idempotence": True,
+            "queue.buffering.max.messages": 500_000,
+        }
+    )
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterator[tuple[int, bytes, bytes]],
+    on_delivery: Callable[[Any, Message], None] | None = None,
+) -> int:
+    out = producer(bootstrap)
+    deadline = time.monotonic() + TIME_LIMIT_S
+    count = 0
+    for partition, key, value in records:
+        while True:
+            try:
+                out.produce(topic, value, key, partition, on_delivery=on_delivery)
+                break
+            except BufferError:
+                out.poll(0.01)
+                if time.monotonic() > deadline:
+                    raise TimeoutError("producing took too long") from None
+        count += 1
+        if count % 10_000 == 0:
+            out.poll(0)
+    if out.flush(120):
+        raise RuntimeError("records left undelivered")
+    return count
+
+
+def make_topics(bootstrap: str, tag: str) -> InternalTopics:
+    topics = InternalTopics(prefix=f"bench{tag}{uuid.uuid4().hex[:6]}_")
+    ensure_topics(admin_client(bootstrap), topics.specs(), replication_factor=1)
+    return topics
+
+
+def write_dataset(bootstrap: str, data: Dataset) -> None:
+    started = time.perf_counter()
+    count = produce(bootstrap, data.topics.offsets, data.initial())
+    log(f"  wrote {count:,} records in {time.perf_counter() - started:.1f}s")
+    data.records = count
+
+
+def raw_rate(spark: Any, bootstrap: str, data: Dataset, workdir: Path) -> float:
+    query = (
+        spark.readStream.format("kafkacoord")
+        .option("bootstrap", bootstrap)
+        .option("prefix", data.topics.prefix)
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(workdir / f"raw-{data.topics.prefix}"))
+        .trigger(availableNow=True)
+    )
+    started = time.perf_counter()
+    running = query.start()
+    running.awaitTermination(TIME_LIMIT_S)
+    elapsed = time.perf_counter() - started
+    rows = sum(p["numInputRows"] for p in running.recentProgress)
+    assert rows == data.records, f"the source read {rows} records, {data.records} were written"
+    return data.records / elapsed
+
+
+@contextmanager
+def view_job(spark: Any, config: Any, on_phase: Any = None) -> Iterator[Any]:
+    from kafkacoord.spark.run import ViewJob
+
+    job = ViewJob(spark, config, on_phase=on_phase)
+    job.start()
+    try:
+        yield job
+    finally:
+        job.stop()
+
+
+def build_views(spark: Any, config: Any, data: Dataset) -> float:
+    """Run the view job once over everything; returns records per second."""
+    from kafkacoord.spark.run import run
+
+    started = time.perf_counter()
+    job = run(spark, config)
+    elapsed = time.perf_counter() - started
+    rows = sum(p["numInputRows"] for p in job.query.recentProgress)
+    assert rows == data.records, f"the view job read {rows} records, {data.records} were written"
+    return data.records / elapsed
+
+
+def batch_time(spark: Any, config: Any, bootstrap: str, data: Dataset, rounds: int) -> float:
+    """Median triggerExecution of a batch holding exactly 1,000 changed keys."""
+    rng = random.Random(7)
+    times: list[float] = []
+    with view_job(spark, config) as job:
+        query = job.query
+        wait_idle(query)
+        attempts = 0
+        while len(times) < rounds and attempts < rounds * 3:
+            attempts += 1
+            seen = last_batch(query)
+            produce(bootstrap, data.topics.offsets, data.changes(CHANGED_KEYS, rng))
+            batches = wait_for_rows(query, seen, CHANGED_KEYS)
+            if len(batches) == 1 and batches[0]["numInputRows"] == CHANGED_KEYS:
+                times.append(batches[0]["durationMs"]["triggerExecution"] / 1000)
+                log(f"    batch of {CHANGED_KEYS} changed keys: {times[-1]:.3f}s")
+            time.sleep(1.5)
+    assert len(times) >= max(1, rounds // 2), "too few unsplit batches to measure"
+    return statistics.median(times)
+
+
+def last_batch(query: Any) -> int:
+    """The newest batch that read data (idle reports carry the next batch's id)."""
+    return max((int(p["batchId"]) for p in query.recentProgress if p["numInputRows"]), default=-1)
+
+
+def wait_idle(query: Any, quiet_s: float = 3.0) -> None:
+    deadline = time.monotonic() + TIME_LIMIT_S
+    seen, since = last_batch(query), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        assert time.monotonic() < deadline, "the query never went idle"
+        time.sleep(0.2)
+        now = last_batch(query)
+        if now != seen:
+            seen, since = now, time.monotonic()
+
+
+def wait_for_rows(query: Any, after: int, rows: int) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        batches = [p for p in query.recentProgress if p["batchId"] > after and p["numInputRows"]]
+        if sum(p["numInputRows"] for p in batches) >= rows:
+            return batches
+        assert query.isActive, query.exception()
+        time.sleep(0.1)
+    seen = [(p["batchId"], p["numInputRows"]) for p in query.recentProgress]
+    raise TimeoutError(f"the changes never reached a batch after {after}: {seen}")
+
+
+def freshness(
+    spark: Any, config: Any, bootstrap: str, data: Dataset, *, seconds: float, rate: int
+) -> float:
+    """p95 seconds from a record's append to the commit of the batch that holds it."""
+    commits: dict[int, float] = {}
+    appended: list[tuple[int, int, float]] = []
+    lock = threading.Lock()
+
+    def on_phase(phase: str, batch: int) -> None:
+        if phase == "published":
+            commits[batch] = time.time()
+
+    def delivered(err: Any, msg: Message) -> None:
+        if err is None:
+            with lock:
+                appended.append((msg.partition(), msg.offset(), time.time()))
+
+    rng = random.Random(11)
+    with view_job(spark, config, on_phase=on_phase) as job:
+        wait_idle(job.query)
+        out = producer(bootstrap)
+        started = time.monotonic()
+        sent = 0
+        while time.monotonic() - started < seconds:
+            due = int((time.monotonic() - started) * rate)
+            for partition, key, value in data.changes(max(0, due - sent), rng):
+                out.produce(data.topics.offsets, value, key, partition, on_delivery=delivered)
+                sent += 1
+            out.poll(0.01)
+        assert out.flush(60) == 0
+        wait_for_rows(job.query, -1, sent)
+        time.sleep(3)
+        ends = {
+            p["batchId"]: json.loads(p["sources"][0]["endOffset"])
+            for p in job.query.recentProgress
+            if p["numInputRows"]
+        }
+    delays = []
+    topic = data.topics.offsets
+    for partition, offset, at in appended:
+        batch = min(
+            (b for b, end in ends.items() if end.get(f"{topic}|{partition}", 0) > offset),
+            default=None,
+        )
+        if batch is None or batch not in commits:
+            raise AssertionError(f"record {partition}@{offset} is in no committed batch")
+        delays.append(max(0.0, commits[batch] - at))
+    delays.sort()
+    log(f"    {len(delays):,} records, delay p50 {delays[len(delays) // 2]:.2f}s")
+    return delays[int(len(delays) * 0.95) - 1]
+
+
+def run_bench(bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from kafkacoord.spark.run import RunConfig
+    from kafkacoord.spark.session import spark_session
+
+    spark = spark_session(args.master, state_partitions=args.state_partitions)
+    spark.sparkContext.setLogLevel("ERROR")
+
+    def config(data: Dataset, **extra: Any) -> RunConfig:
+        return RunConfig(
+            bootstrap, workdir / f"wh-{data.topics.prefix}", prefix=data.topics.prefix, **extra
+        )
+
+    small = Dataset(make_topics(bootstrap, "s"), args.small_records)
+    log(f"small state: {small.records:,} records")
+    write_dataset(bootstrap, small)
+    build_views(spark, config(small, available_now=True), small)
+    log("(d) batch time over the small state")
+    batch_small = batch_time(spark, config(small, trigger="1000 milliseconds"), bootstrap, small,
+                             args.rounds)  # fmt: skip
+    log(f"(c) freshness: {args.freshness_rate}/s for {args.freshness_seconds}s, 1s trigger")
+    fresh = freshness(
+        spark,
+        config(small, trigger="1000 milliseconds"),
+        bootstrap,
+        small,
+        seconds=args.freshness_seconds,
+        rate=args.freshness_rate,
+    )
+
+    large = Dataset(make_topics(bootstrap, "l"), args.records)
+    log(f"large state: {large.records:,} records")
+    write_dataset(bootstrap, large)
+    log("(a) raw source rate")
+    raw = raw_rate(spark, bootstrap, large, workdir)
+    log(f"    {raw:,.0f} records/s")
+    log("(b) view pipeline rate")
+    view = build_views(spark, config(large, available_now=True), large)
+    log(f"    {view:,.0f} records/s")
+    log("(d) batch time over the large state")
+    batch_large = batch_time(spark, config(large, trigger="1000 milliseconds"), bootstrap, large,
+                             args.rounds)  # fmt: skip
+    spark.stop()
+    return {
+        "records": large.records,
+        "small_records": small.records,
+        "raw_rate": round(raw),
+        "view_rate": round(view),
+        "ratio": round(view / raw, 3),
+        "freshness_p95_s": round(fresh, 3),
+        "batch_s_100k": round(batch_small, 3),
+        "batch_s_1m": round(batch_large, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000, help="large state / rate run")
+    parser.add_argument("--small-records", type=int, default=100_000, help="small state")
+    parser.add_argument("--rounds", type=int, default=5, help="batches measured per state")
+    parser.add_argument("--freshness-seconds", type=float, default=30.0)
+    parser.add_argument("--freshness-rate", type=int, default=1_000, help="records per second")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--state-partitions", type=int, default=4)
+    parser.add_argument("--bootstrap", help="existing cluster; default: an embedded broker")
+    parser.add_argument("--workdir", type=Path, help="keep warehouses here (default: a temp dir)")
+    args = parser.parse_args()
+    # stdout is for the result: logs go to stderr.
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    with tempfile.TemporaryDirectory(prefix="kc-views-bench-") as tmp:
+        workdir = args.workdir or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        if args.bootstrap:
+            result = run_bench(args.bootstrap, args, workdir)
+        else:
+            with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
+                result = run_bench(broker.bootstrap, args, workdir)
+    keys = ("raw_rate", "view_rate", "ratio", "freshness_p95_s", "batch_s_100k", "batch_s_1m")
+    print(json.dumps(result), flush=True)
+    print(json.dumps({k: result[k] for k in keys}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""Run the view job: the streaming fold, its compactor and the end-offset sampler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from .pipeline import WINDOW, fold
+from .sampler import EndOffsetSampler
+from .source import FORMAT
+from .tables import schemas
+from .views.base import DEFAULT_IMBALANCE_PERCENT, DEFAULT_RETENTION_MS
+from .warehouse import Warehouse
+from .warehouse.compactor import Compactor
+from .writer import Phase, ViewWriter, committed_partitions
+
+log = structlog.get_logger(__name__)
+
+QUERY = "fold"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    bootstrap: str
+    warehouse: Path
+    prefix: str = "__kc_"
+    trigger: str = "1 second"
+    available_now: bool = False
+    # Bounds the changes a batch collects on the driver while catching up.
+    max_records_per_batch: int | None = 200_000
+    min_records_per_task: int = 20_000
+    retention_ms: int = DEFAULT_RETENTION_MS
+    imbalance_percent: float = DEFAULT_IMBALANCE_PERCENT
+    lag_interval_s: float = 5.0
+    checkpoint: str | None = None
+    kafka: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def checkpoint_location(self) -> str:
+        return self.checkpoint or str(self.warehouse / "_checkpoints" / QUERY)
+
+    def source_options(self) -> dict[str, str]:
+        options = {
+            "bootstrap": self.bootstrap,
+            "prefix": self.prefix,
+            "minRecordsPerTask": str(self.min_records_per_task),
+        }
+        if self.max_records_per_batch:
+            options["maxRecordsPerBatch"] = str(self.max_records_per_batch)
+        options.update({f"kafka.{k}": v for k, v in self.kafka.items()})
+        return options
+
+    def settings(self) -> dict[str, Any]:
+        """What views are evaluated with, recorded in the manifest for readers."""
+        return {
+            "retention_ms": self.retention_ms,
+            "imbalance_percent": self.imbalance_percent,
+            "window": WINDOW,
+            "prefix": self.prefix,
+        }
+
+
+class ViewJob:
+    """One running view job; ``start`` then ``await_termination`` or ``stop``."""
+
+    def __init__(self, spark: SparkSession, config: RunConfig, *, on_phase: Phase | None = None):
+        self.spark = spark
+        self.config = config
+        self.warehouse = Warehouse(config.warehouse)
+        self.compactor = Compactor(self.warehouse, schemas())
+        self.sampler: EndOffsetSampler | None = None
+        self.writer = ViewWriter(
+            self.warehouse,
+            query=QUERY,
+            settings=config.settings(),
+            on_phase=on_phase,
+            on_commit=self._committed,
+        )
+        self.query: StreamingQuery | None = None
+
+    def _committed(self, commits: Any) -> None:
+        if self.sampler is not None:
+            self.sampler.watch(committed_partitions(commits))
+        self.compactor.notify()
+
+    def start(self) -> StreamingQuery:
+        config = self.config
+        config.warehouse.mkdir(parents=True, exist_ok=True)
+        removed = self.warehouse.remove_orphans()
+        if removed:
+            log.info("removed files of an unfinished batch", files=removed)
+        self.sampler = EndOffsetSampler(
+            self.warehouse, config.bootstrap, kafka=config.kafka, interval_s=config.lag_interval_s
+        )
+        source = self.spark.readStream.format(FORMAT).options(**config.source_options()).load()
+        writer = (
+            fold(source)
+            .writeStream.outputMode("update")
+            .foreachBatch(self.writer)
+            .option("checkpointLocation", config.checkpoint_location)
+            .queryName(f"kafkacoord-views-{config.prefix}")
+        )
+        if config.available_now:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=config.trigger)
+            self.sampler.start()
+            self.compactor.start()
+        self.query = writer.start()
+        log.info(
+            "view job started",
+            warehouse=str(config.warehouse),
+            checkpoint=config.checkpoint_location,
+        )
+        return self.query
+
+    def await_termination(self, timeout_s: float | None = None) -> bool:
+        assert self.query is not None
+        if timeout_s is None:
+            self.query.awaitTermination()
+            return True
+        return bool(self.query.awaitTermination(int(timeout_s)))
+
+    def finish(self) -> None:
+        """After an available-now run: fresh end offsets and a compact warehouse."""
+        if self.sampler is not None:
+            self.sampler.sample()
+        self.compactor.run_once()
+
+    def stop(self) -> None:
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+        self.compactor.stop()
+        if self.sampler is not None:
+            self.sampler.stop()
+
+
+def run(spark: SparkSession, config: RunConfig, *, on_phase: Phase | None = None) -> ViewJob:
+    """Run to the end (available-now) or until interrupted; returns the finished job."""
+    job = ViewJob(spark, config, on_phase=on_phase)
+    job.start()
+    try:
+        job.await_termination()
+        if config.available_now:
+            job.finish()
+    finally:
+        job.stop()
+    return job

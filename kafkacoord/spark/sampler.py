@@ -1,0 +1,134 @@
+"""Sample the log end offsets of the partitions groups commit for (lag and Burrow).
+
+Runs beside the streaming query: end offsets move when nothing is committed,
+and that is exactly when a stopped consumer must show up. Each round replaces
+the small ``end_offsets`` table: per partition, the newest end and a history
+of recent samples (Burrow computes each commit's lag from the end offset
+known when it arrived).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import structlog
+
+from .source.endoffsets import EndOffsetProbe
+from .tables import END_OFFSETS, schemas
+from .warehouse import Warehouse
+from .warehouse.store import DELETED, KEY
+
+log = structlog.get_logger(__name__)
+
+TP = tuple[str, int]
+RETAIN_MS: Final = 15 * 60 * 1000
+MAX_SAMPLES: Final = 256
+
+
+class EndOffsetSampler:
+    def __init__(
+        self,
+        warehouse: Warehouse,
+        bootstrap: str,
+        *,
+        kafka: Mapping[str, str] | None = None,
+        interval_s: float = 5.0,
+        retain_ms: int = RETAIN_MS,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self._warehouse = warehouse
+        self._probe = EndOffsetProbe(bootstrap, client_id="kafkacoord-lag", kafka=kafka)
+        self._interval_s = interval_s
+        self._retain_ms = retain_ms
+        self._clock_ms = clock_ms
+        self._lock = threading.Lock()
+        self._watched: set[TP] = set()
+        self._history: dict[TP, list[tuple[int, int]]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._load()
+
+    def _load(self) -> None:
+        """Resume: the partitions already committed for, and the samples already taken."""
+        commits = self._warehouse.read("offset_commits", schemas()["offset_commits"])
+        pairs = (
+            commits.select(["topic", "partition"]).group_by(["topic", "partition"]).aggregate([])
+        )
+        self.watch(zip(pairs.column("topic").to_pylist(), pairs.column("partition").to_pylist(),
+                       strict=True))  # fmt: skip
+        ends = self._warehouse.read(END_OFFSETS, schemas()[END_OFFSETS])
+        for row in ends.to_pylist():
+            self._history[(row["topic"], row["partition"])] = [
+                (s["sampled_ms"], s["log_end_offset"]) for s in row["history"] or ()
+            ]
+
+    def watch(self, pairs: Iterable[TP]) -> None:
+        with self._lock:
+            self._watched.update(pairs)
+
+    def sample(self) -> int:
+        """One round; returns how many partitions got a sample."""
+        with self._lock:
+            watched = sorted(self._watched)
+        if not watched:
+            return 0
+        existing = set(self._probe.partitions({t for t, _ in watched}, missing_ok=True))
+        asked = [tp for tp in watched if tp in existing]
+        hints = {tp: h[-1][1] for tp, h in self._history.items() if h}
+        ends = self._probe.latest(asked, hints=hints) if asked else {}
+        now = self._clock_ms()
+        for tp, end in ends.items():
+            history = self._history.setdefault(tp, [])
+            history.append((now, end))
+            cutoff = now - self._retain_ms
+            kept = [s for s in history if s[0] >= cutoff][-MAX_SAMPLES:]
+            self._history[tp] = kept
+        self._warehouse.commit({}, schemas(), replace={END_OFFSETS: self._table()})
+        return len(ends)
+
+    def _table(self) -> pa.Table:
+        rows = [(tp, h) for tp, h in sorted(self._history.items()) if h]
+        topics = [tp[0] for tp, _ in rows]
+        partitions = [tp[1] for tp, _ in rows]
+        table = pa.table(
+            {
+                "topic": pa.array(topics, pa.string()),
+                "partition": pa.array(partitions, pa.int32()),
+                "log_end_offset": pa.array([h[-1][1] for _, h in rows], pa.int64()),
+                "sampled_ms": pa.array([h[-1][0] for _, h in rows], pa.int64()),
+                "history": pa.array(
+                    [[{"sampled_ms": t, "log_end_offset": e} for t, e in h] for _, h in rows],
+                    schemas()[END_OFFSETS].field("history").type,
+                ),
+            }
+        )
+        keys = pc.binary_join_element_wise(
+            pc.cast(table.column("topic"), pa.binary()),
+            pc.cast(pc.cast(table.column("partition"), pa.string()), pa.binary()),
+            b"\x00",
+        )
+        table = table.add_column(0, KEY, keys)
+        return table.add_column(1, DELETED, pa.array([False] * table.num_rows, pa.bool_()))
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="kafkacoord-lag", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sample()
+            except Exception as exc:  # a broker hiccup must not end the view job
+                log.warning("end offset sampling failed; retrying", error=str(exc))
+            self._stop.wait(self._interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self._probe.close()

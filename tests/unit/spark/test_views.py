@@ -1,0 +1,161 @@
+"""The views, computed from hand-built tables (no Spark, no Kafka)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kafkacoord.spark.assignment import encode_assignment
+from kafkacoord.spark.views import read_view
+
+from .warehouse_rows import NOW, commit, group, member, node, partition, put, warehouse
+
+DAY = 24 * 3600 * 1000
+
+
+def rows(wh: Any, name: str, **settings: Any) -> list[dict[str, Any]]:
+    return list(read_view(wh, name, now_ms=NOW, **settings).to_pylist())
+
+
+def test_groups_and_members(tmp_path: Path) -> None:
+    wh = warehouse(tmp_path)
+    put(wh, "group_metadata", ("group",), [
+        group("busy", [member("m1", encode_assignment({"orders": [1, 0]})),
+                       member("m2", b"\x01\x02", host="/10.0.0.2")]),
+        group("idle", []),
+    ])  # fmt: skip
+    groups = {g["group"]: g for g in rows(wh, "groups")}
+    assert groups["busy"]["state"] == "Stable" and groups["busy"]["members"] == 2
+    assert groups["idle"]["state"] == "Empty" and groups["idle"]["members"] == 0
+    assert groups["busy"]["coordinator_shard"] == 1
+    members = {m["member_id"]: m for m in rows(wh, "group_members")}
+    assert members["m1"]["assignment"] == "orders:0,1"
+    assert members["m1"]["assigned_partitions"] == 2
+    assert members["m2"]["assignment"] == "0x0102"
+    assert members["m2"]["assigned_partitions"] is None
+    assert members["m2"]["host"] == "/10.0.0.2"
+
+
+def test_group_offsets_owner_lag_and_expiry(tmp_path: Path) -> None:
+    wh = warehouse(tmp_path)
+    put(wh, "group_metadata", ("group",), [
+        group("live", [member("m1", encode_assignment({"orders": [0]}))]),
+        group("empty", [], state_timestamp_ms=NOW - 8 * DAY),
+    ])  # fmt: skip
+    put(wh, "offset_commits", ("group", "topic", "partition"), [
+        commit("live", "orders", 0, 90, commit_timestamp_ms=NOW - 30 * DAY),  # members: kept
+        commit("live", "orders", 1, 40),
+        commit("empty", "orders", 0, 10),  # empty for 8 days: expired
+        commit("solo", "orders", 0, 5, commit_timestamp_ms=NOW - 8 * DAY),  # standalone: expired
+        commit("solo", "orders", 1, 5, expire_timestamp_ms=NOW - 1),  # explicit: expired
+        commit("solo2", "orders", 1, 55),
+    ])  # fmt: skip
+    put(wh, "end_offsets", ("topic", "partition"), [
+        {"topic": "orders", "partition": 0, "log_end_offset": 100, "sampled_ms": NOW,
+         "history": []},
+    ])  # fmt: skip
+    got = {(r["group"], r["partition"]): r for r in rows(wh, "group_offsets")}
+    assert set(got) == {("live", 0), ("live", 1), ("solo2", 1)}
+    live0 = got[("live", 0)]
+    assert (live0["current_offset"], live0["log_end_offset"], live0["lag"]) == (90, 100, 10)
+    assert live0["consumer_id"] == "m1" and live0["client_id"] == "client-m1"
+    assert live0["expire_timestamp"] is None  # a group with members never expires
+    assert got[("live", 1)]["consumer_id"] is None  # not assigned to anyone
+    assert got[("live", 1)]["log_end_offset"] is None
+    assert got[("solo2", 1)]["expire_timestamp"] is not None
+    # A longer retention brings the empty group's and the standalone offsets back.
+    kept = rows(wh, "group_offsets", retention_ms=10 * DAY)
+    assert {(r["group"], r["partition"]) for r in kept} >= {("empty", 0), ("solo", 0)}
+
+
+def test_lag_status_applies_burrow_to_the_window(tmp_path: Path) -> None:
+    wh = warehouse(tmp_path)
+    history = [{"sampled_ms": NOW - 10_000 + i * 1_000, "log_end_offset": 100 + 10 * i}
+               for i in range(10)]  # fmt: skip
+
+    def window(*entries: tuple[int, int]) -> list[dict[str, int]]:
+        # Newest first, as the fold keeps it.
+        return [{"offset": o, "commit_timestamp_ms": t} for o, t in reversed(entries)]
+
+    put(wh, "offset_commits", ("group", "topic", "partition"), [
+        # Same offset committed again and again while the log grows: STALL.
+        commit("g", "orders", 0, 50, window=window((50, NOW - 9_000), (50, NOW - 5_000),
+                                                   (50, NOW - 1_000))),
+        # Keeping up: caught up once in the window: OK.
+        commit("g", "orders", 1, 190, window=window((110, NOW - 9_000), (150, NOW - 5_000),
+                                                    (190, NOW - 1_000))),
+        commit("h", "orders", 1, 150, window=window((150, NOW - 1_000))),
+    ])  # fmt: skip
+    put(wh, "end_offsets", ("topic", "partition"), [
+        {"topic": "orders", "partition": p, "log_end_offset": 200, "sampled_ms": NOW,
+         "history": history}
+        for p in (0, 1)
+    ])  # fmt: skip
+    got = {(r["group"], r["partition"]): r for r in rows(wh, "lag_status")}
+    assert got[("g", 0)]["status"] == "STALL"
+    assert got[("g", 0)]["current_lag"] == 150
+    assert got[("g", 1)]["status"] == "OK"
+    assert got[("g", 1)]["group_worst"] == "STALL" and got[("g", 1)]["group_status"] == "ERR"
+    assert got[("g", 0)]["window_commits"] == 3
+    # One commit a second ago, nothing since, with lag: Burrow calls that stopped.
+    assert got[("h", 1)]["status"] == "STOP"
+
+
+def test_partitions_and_brokers(tmp_path: Path) -> None:
+    wh = warehouse(tmp_path)
+    put(wh, "nodes", ("node_id",), [node(1, rack="a"), node(2, rack="b"), node(3, fenced=True)])
+    reassignment = {"original_replicas": [1, 2], "target_replicas": [2, 3],
+                    "adding_replicas": [3], "removing_replicas": [1], "step": "A2",
+                    "started_ms": NOW}  # fmt: skip
+    put(wh, "partition_states", ("topic", "partition"), [
+        partition("t", 0, [1, 2], 1),
+        partition("t", 1, [1, 2], 2, isr=[2]),  # not led by its preferred replica; 1 out of ISR
+        partition("t", 2, [1, 2, 3], 3, isr=[3], reassignment=reassignment),  # leader fenced
+        partition("t", 3, [2, 1], -1, isr=[]),
+        partition("gone", 0, [1], 2),  # a topic being deleted is left out of brokers
+    ])  # fmt: skip
+    put(wh, "topics", ("name",), [{"name": "gone", "topic_id": "x", "num_partitions": 1,
+                                   "replication_factor": 1, "configs": {}, "deleting": True,
+                                   "created_ms": NOW, "controller_epoch": 1}])  # fmt: skip
+    parts = {(p["topic"], p["partition"]): p for p in rows(wh, "partitions")}
+    assert parts[("t", 0)]["is_preferred"] and not parts[("t", 0)]["under_replicated"]
+    assert parts[("t", 1)]["preferred_leader"] == 1 and not parts[("t", 1)]["is_preferred"]
+    assert parts[("t", 1)]["under_replicated"] and not parts[("t", 1)]["unavailable"]
+    assert parts[("t", 2)]["unavailable"]  # its leader, node 3, is fenced
+    assert parts[("t", 2)]["reassignment_in_progress"]
+    assert parts[("t", 2)]["adding_replicas"] == [3]
+    assert parts[("t", 3)]["unavailable"]
+    assert parts[("gone", 0)]["topic_deleting"]
+    brokers = {b["node"]: b for b in rows(wh, "brokers")}
+    # Node 1 prefers t-0, t-1, t-2 and leads only t-0: 2/3 > 10%.
+    assert brokers[1]["preferred_leaders"] == 3 and brokers[1]["leaders"] == 1
+    assert abs(brokers[1]["imbalance_ratio"] - 2 / 3) < 1e-9
+    assert brokers[1]["would_trigger_rebalance"]
+    assert brokers[1]["rebalance_candidates"] == 0  # node 1 is in neither ISR
+    assert brokers[2]["preferred_leaders"] == 1 and brokers[2]["imbalance_ratio"] == 1.0
+    assert brokers[3]["alive"] is False and brokers[3]["leaders"] == 1
+    assert brokers[1]["rack"] == "a"
+    # With a 70% threshold node 1 is balanced enough.
+    assert not {b["node"]: b for b in rows(wh, "brokers", imbalance_percent=70.0)}[1][
+        "would_trigger_rebalance"
+    ]
+
+
+def test_leadership_history_pairs_each_epoch_with_the_leader_before(tmp_path: Path) -> None:
+    wh = warehouse(tmp_path)
+    epochs = [
+        {"topic": "t", "partition": 0, "leader_epoch": e, "leader": leader, "election": kind,
+         "updated_ms": NOW + e, "controller_epoch": 1, "replicas": [1, 2], "isr": [1, 2],
+         "shard": 0, "log_offset": e}
+        for e, leader, kind in [(0, 1, "new"), (1, 2, "offline"), (2, 2, "reassign"),
+                                (3, 1, "preferred")]
+    ]  # fmt: skip
+    put(wh, "leader_epochs", ("topic", "partition", "leader_epoch"), epochs)
+    history = rows(wh, "leadership_history")
+    assert [(h["old_leader"], h["new_leader"], h["leader_changed"]) for h in history] == [
+        (None, 1, True),
+        (1, 2, True),
+        (2, 2, False),
+        (2, 1, True),
+    ]
+    assert [h["election"] for h in history] == ["new", "offline", "reassign", "preferred"]
