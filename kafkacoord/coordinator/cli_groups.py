@@ -12,7 +12,7 @@ import typer
 from confluent_kafka import Consumer, TopicPartition
 
 from kafkacoord.storage.clients import base_config
-from kafkacoord.storage.watermarks import log_end_offsets
+from kafkacoord.storage.watermarks import EndOffsetProbe, log_end_offsets
 
 from .admin.render import table
 from .cli_admin import BootstrapOption, ConfigOption, fail, resolve_settings
@@ -216,29 +216,18 @@ def _target_partitions(
     return sorted(chosen)
 
 
-def _offsets_at(servers: str, partitions: list[TP], when: datetime) -> dict[TP, int]:
+def _offsets_at(servers: str, ends: dict[TP, int], when: datetime) -> dict[TP, int]:
+    """The first offset at or after ``when``; the log end where there is none (Kafka's rule)."""
     consumer = Consumer(base_config(servers, "kafkacoord-reset", **{"group.id": "kc-reset"}))
     try:
         ms = int(when.timestamp() * 1000)
-        found = consumer.offsets_for_times([TopicPartition(t, p, ms) for t, p in partitions], 30)
+        found = consumer.offsets_for_times([TopicPartition(t, p, ms) for t, p in ends], 30)
     finally:
         consumer.close()
-    ends = log_end_offsets(servers, partitions)
     return {
         (tp.topic, tp.partition): tp.offset if tp.offset >= 0 else ends[(tp.topic, tp.partition)]
         for tp in found
     }
-
-
-def _earliest(servers: str, partitions: list[TP]) -> dict[TP, int]:
-    consumer = Consumer(base_config(servers, "kafkacoord-reset", **{"group.id": "kc-reset"}))
-    try:
-        return {
-            (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=30)[0]
-            for t, p in partitions
-        }
-    finally:
-        consumer.close()
 
 
 @groups_app.command("reset-offsets")
@@ -282,13 +271,14 @@ def groups_reset_offsets(
         partitions = _target_partitions(servers, topic or [], all_topics, dict(committed))
         if not partitions:
             fail("no partitions to reset")
-        ends = log_end_offsets(servers, partitions)
+        with EndOffsetProbe(servers, client_id="kafkacoord-reset") as probe:
+            starts, ends = probe.earliest(partitions), probe.latest(partitions)
         if to_latest:
             plan = dict(ends)
         elif to_earliest:
-            plan = _earliest(servers, partitions)
+            plan = dict(starts)
         elif to_datetime is not None:
-            plan = _offsets_at(servers, partitions, to_datetime)
+            plan = _offsets_at(servers, ends, to_datetime)
         elif to_offset is not None:
             plan = dict.fromkeys(partitions, to_offset)
         else:
@@ -297,7 +287,6 @@ def groups_reset_offsets(
                 for tp in partitions
             }
         # Kafka clamps the target into the log's range.
-        starts = _earliest(servers, partitions)
         plan = {tp: min(max(off, starts[tp]), ends[tp]) for tp, off in plan.items()}
         errors: dict[TP, ErrorCode] = {}
         if execute:

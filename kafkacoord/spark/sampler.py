@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
 
-from .source.endoffsets import EndOffsetProbe
+from kafkacoord.storage.watermarks import EndOffsetProbe
+
 from .tables import END_OFFSETS, schemas
 from .warehouse import Warehouse
 from .warehouse.store import DELETED, KEY

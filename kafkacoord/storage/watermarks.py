@@ -1,72 +1,183 @@
 """Log end offsets that are right on every broker.
 
-Some brokers (tansu 0.6) answer ListOffsets(latest) with the base offset of the
-last batch + 1, which is short of the end when that batch holds several records.
-The high watermark in fetch responses is right, so: start a fetch one record
-before the ListOffsets answer, read to partition-EOF, and take the offset there.
+ListOffsets(latest) is wrong on the embedded broker for multi-record batches
+(it answers the last batch's base offset + 1, DESIGN §7), but it never
+overshoots. So: ask ListOffsets, then fetch from ``max(listed, hint)`` until
+partition EOF; the EOF position is the end. On Apache Kafka that fetch starts
+at the end and costs no records; on the embedded broker it reads at most the
+last batch. ``hint`` is an end seen before; if it is past the log (a truncated
+or recreated topic) the embedded broker answers nothing at all, so such
+partitions are fetched again from the listed offset.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec
 
-from .clients import replay_consumer
+from .clients import base_config
 from .errors import BrokerUnavailableError
 
-TP = tuple[str, int]
+TopicPartitionKey = tuple[str, int]
+Offsets = dict[TopicPartitionKey, int]
+
+
+class MissingTopicError(BrokerUnavailableError):
+    """A topic the source was asked to read does not exist."""
+
+
+def probe_consumer(bootstrap: str, client_id: str, kafka: Mapping[str, str]) -> Consumer:
+    return Consumer(
+        base_config(
+            bootstrap,
+            client_id,
+            **{
+                "group.id": f"{client_id}-probe",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+                # Before the log start (retention) jump to the end: EOF is the answer.
+                "auto.offset.reset": "latest",
+                "fetch.wait.max.ms": 10,
+                **kafka,
+            },
+        )
+    )
+
+
+class EndOffsetProbe:
+    """Partitions, earliest and latest offsets of topics; one consumer, reused."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        client_id: str = "kafkacoord-offsets",
+        kafka: Mapping[str, str] | None = None,
+        timeout_s: float = 30.0,
+        hint_wait_s: float = 2.0,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._client_id = client_id
+        self._kafka = dict(kafka or {})
+        self._timeout_s = timeout_s
+        self._hint_wait_s = hint_wait_s
+        self._admin: AdminClient | None = None
+        self._consumer: Consumer | None = None
+
+    @property
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(base_config(self._bootstrap, self._client_id, **self._kafka))
+        return self._admin
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = probe_consumer(self._bootstrap, self._client_id, self._kafka)
+        return self._consumer
+
+    def partitions(
+        self, topics: Iterable[str], *, missing_ok: bool = False
+    ) -> list[TopicPartitionKey]:
+        try:
+            metadata = self.admin.list_topics(timeout=self._timeout_s)
+        except KafkaException as exc:
+            raise BrokerUnavailableError(
+                f"cannot reach Kafka at {self._bootstrap!r}: {exc}"
+            ) from exc
+        found: list[TopicPartitionKey] = []
+        for topic in topics:
+            described = metadata.topics.get(topic)
+            if described is None or described.error is not None:
+                if missing_ok:
+                    continue
+                raise MissingTopicError(
+                    f"topic {topic!r} does not exist at {self._bootstrap}; start the daemon "
+                    "(it creates the internal topics) or check the prefix"
+                )
+            found.extend((topic, p) for p in sorted(described.partitions))
+        return found
+
+    def earliest(self, tps: Iterable[TopicPartitionKey]) -> Offsets:
+        return self._list(tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+
+    def latest(
+        self, tps: Iterable[TopicPartitionKey], hints: Mapping[TopicPartitionKey, int] | None = None
+    ) -> Offsets:
+        tps = list(tps)
+        if not tps:
+            return {}
+        listed = self._list(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        hints = hints or {}
+        starts = {tp: max(listed[tp], hints.get(tp, 0)) for tp in tps}
+        ends = self._fetch_to_eof(starts, self._hint_wait_s if hints else self._timeout_s)
+        retry = {tp: listed[tp] for tp in tps if tp not in ends}
+        if retry:
+            ends.update(self._fetch_to_eof(retry, self._timeout_s))
+        missing = sorted(tp for tp in tps if tp not in ends)
+        if missing:
+            raise BrokerUnavailableError(
+                f"no end-of-log from {missing} within {self._timeout_s}s; is the broker up?"
+            )
+        return ends
+
+    def _list(self, tps: Iterable[TopicPartitionKey], spec: OffsetSpec) -> Offsets:
+        request = {TopicPartition(t, p): spec for t, p in tps}
+        if not request:
+            return {}
+        try:
+            futures = self.admin.list_offsets(request, request_timeout=self._timeout_s)
+            return {
+                (tp.topic, tp.partition): max(0, int(f.result().offset))
+                for tp, f in futures.items()
+            }
+        except KafkaException as exc:
+            raise BrokerUnavailableError(f"ListOffsets failed at {self._bootstrap}: {exc}") from exc
+
+    def _fetch_to_eof(self, starts: Mapping[TopicPartitionKey, int], wait_s: float) -> Offsets:
+        consumer = self.consumer
+        consumer.assign([TopicPartition(t, p, o) for (t, p), o in starts.items()])
+        ends: Offsets = {}
+        seen: dict[TopicPartitionKey, int] = {}
+        deadline = time.monotonic() + wait_s
+        try:
+            while len(ends) < len(starts) and time.monotonic() < deadline:
+                # consume() waits for the full count or the timeout: one event per partition.
+                for msg in consumer.consume(len(starts) - len(ends), 0.05):
+                    tp = (cast(str, msg.topic()), cast(int, msg.partition()))
+                    err = msg.error()
+                    if err is None:
+                        seen[tp] = max(seen.get(tp, 0), cast(int, msg.offset()) + 1)
+                    elif err.code() == KafkaError._PARTITION_EOF:
+                        ends.setdefault(tp, max(cast(int, msg.offset()), seen.get(tp, 0)))
+                    elif err.fatal() or not err.retriable():
+                        raise BrokerUnavailableError(f"reading {tp}: {err.str()}")
+        finally:
+            consumer.unassign()
+        return ends
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        self._admin = None
+
+    def __enter__(self) -> EndOffsetProbe:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def log_end_offsets(
-    bootstrap: str, partitions: Iterable[TP], *, timeout_s: float = 30.0
-) -> dict[TP, int]:
-    wanted = sorted(set(partitions))
-    if not wanted:
-        return {}
-    consumer = replay_consumer(bootstrap, "kafkacoord-watermarks")
-    try:
-        return _read(consumer, wanted, timeout_s)
-    finally:
-        consumer.close()
-
-
-def _read(consumer: Consumer, wanted: list[TP], timeout_s: float) -> dict[TP, int]:
-    starts: list[TopicPartition] = []
-    ends: dict[TP, int] = {}
-    for topic, partition in wanted:
-        try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=timeout_s
-            )
-        except KafkaException as exc:
-            raise BrokerUnavailableError(f"offsets of {topic}-{partition}: {exc}") from exc
-        if high <= low:
-            ends[(topic, partition)] = high  # empty: EOF is immediate and right
-            continue
-        starts.append(TopicPartition(topic, partition, max(low, high - 1)))
-        ends[(topic, partition)] = high
-    if not starts:
-        return ends
-    consumer.assign(starts)
-    pending = {(tp.topic, tp.partition) for tp in starts}
-    deadline = time.monotonic() + timeout_s
-    while pending:
-        if time.monotonic() > deadline:
-            raise BrokerUnavailableError(
-                f"could not read to the end of {sorted(pending)} within {timeout_s:.0f}s"
-            )
-        for msg in consumer.consume(10_000, 0.1):
-            key = (msg.topic() or "", msg.partition() or 0)
-            error = msg.error()
-            if error is None:
-                offset = msg.offset()
-                if offset is not None:
-                    ends[key] = max(ends[key], offset + 1)
-            elif error.code() == KafkaError._PARTITION_EOF:
-                offset = msg.offset()
-                if offset is not None:
-                    ends[key] = max(ends[key], offset)
-                pending.discard(key)
-    return ends
+    bootstrap: str, partitions: Iterable[TopicPartitionKey], *, timeout_s: float = 30.0
+) -> Offsets:
+    """End offsets of ``partitions`` in one call (a probe opened and closed)."""
+    with EndOffsetProbe(bootstrap, timeout_s=timeout_s) as probe:
+        return probe.latest(sorted(set(partitions)))

@@ -167,3 +167,51 @@ def test_restart_reloads_from_the_checkpoint_and_static_members_rejoin_quietly(
     # 50+ commit records are in the shard's log; the restart replays only past its checkpoint.
     assert ready["records_replayed"] < 50
     assert ready["poison_skipped"] == 0
+
+
+def test_groups_commands_end_to_end(groups: GroupCluster, prefix: str) -> None:
+    from confluent_kafka import Producer
+    from typer.testing import CliRunner
+
+    from kafkacoord.coordinator.cli import app
+
+    topic = _topic(groups.bootstrap, f"{prefix}orders", 2)
+    producer = Producer({"bootstrap.servers": groups.bootstrap, "linger.ms": 20})
+    for i in range(30):
+        producer.produce(topic, b"v", b"k", partition=i % 2)
+    producer.flush(30)
+    group = f"{prefix}cli-group"
+    member = groups.member(group, topic).start()
+    wait_until(lambda: member.wait_assigned(0), what="member assigned")
+    member.commit({(topic, 0): 5, (topic, 1): 7})
+    runner = CliRunner()
+    env = {"KAFKACOORD_BOOTSTRAP": groups.bootstrap, "KAFKACOORD_TOPIC_PREFIX": prefix,
+           "KAFKACOORD_OFFSETS_PARTITIONS": str(SHARDS)}  # fmt: skip
+
+    def run(*args: str, code: int = 0) -> str:
+        result = runner.invoke(app, ["groups", *args], env=env)
+        assert result.exit_code == code, result.output
+        return result.output
+
+    assert group in run("list").split()
+    rows = [line.split() for line in run("describe", "--group", group).splitlines()[1:]]
+    # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...: 15 records per partition.
+    assert [r[1:6] for r in rows] == [[topic, "0", "5", "15", "10"], [topic, "1", "7", "15", "8"]]
+    assert "Stable" in run("describe", "--group", group, "--state")
+    # Resetting needs an empty group: refused while the member is in it.
+    refused = run("reset-offsets", "--group", group, "--topic", topic, "--to-earliest",
+                  "--execute", code=1)  # fmt: skip
+    assert "allowed only while the group is Empty" in refused
+    member.close()
+    wait_until(lambda: "Empty" in run("describe", "--group", group, "--state"), what="empty")
+    plan = run("reset-offsets", "--group", group, "--topic", topic, "--to-latest")
+    assert "(dry run" in plan
+    run("reset-offsets", "--group", group, "--topic", f"{topic}:1", "--to-offset", "99",
+        "--execute")  # fmt: skip
+    with GroupAdmin(groups.bootstrap, topic_prefix=prefix, offsets_partitions=SHARDS) as admin:
+        # --to-offset is clamped into the log: 15 is partition 1's end.
+        assert {tp: p.offset for tp, p in admin.committed(group).items()} == {
+            (topic, 0): 5, (topic, 1): 15}  # fmt: skip
+    assert "Successful" in run("delete-offsets", "--group", group, "--topic", f"{topic}:0")
+    assert "was successful" in run("delete", "--group", group)
+    assert group not in run("list").split()

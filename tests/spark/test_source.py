@@ -23,7 +23,7 @@ from kafkacoord.codecs.models import (
     PartitionState,
     PartitionValue,
 )
-from kafkacoord.spark.source.endoffsets import EndOffsetProbe
+from kafkacoord.storage.watermarks import EndOffsetProbe
 
 from .support import append, create_topic, internal_topics, produce_batched, record
 

@@ -20,7 +20,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from .endoffsets import EndOffsetProbe, probe_consumer
+from kafkacoord.storage.watermarks import EndOffsetProbe, probe_consumer
+
 from .fence import EpochScanner
 from .offsets import (
     OffsetFormatError,
@@ -47,7 +48,9 @@ class _Planner:
     @property
     def probe(self) -> EndOffsetProbe:
         if self._probe is None:
-            self._probe = EndOffsetProbe(self.options.bootstrap, kafka=self.options.kafka)
+            self._probe = EndOffsetProbe(
+                self.options.bootstrap, client_id="kafkacoord-spark", kafka=self.options.kafka
+            )
         return self._probe
 
     def topic_partitions(self) -> list[TopicPartition]:
