@@ -80,22 +80,13 @@ def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict
     )
     try:
         wait(lambda: service.active, "controller activation")
-        client = admin._client
         for node in range(1, NODES + 1):
-            registered = client.call(
-                topics.controller_requests,
-                0,
-                "RegisterNode",
-                api.RegisterNode(node_id=node, incarnation=f"bench-{node}"),
-                api.RegisterNodeResponse,
-                timeout_s=60,
-            )
+            body = api.RegisterNode(node_id=node, incarnation=f"bench-{node}")
+            registered = admin.call(body, api.RegisterNodeResponse)
             # The first heartbeat unfences a registered node (KRaft's lifecycle).
-            client.call(
-                topics.controller_requests,
-                0,
-                "NodeHeartbeat",
+            admin.call(
                 api.NodeHeartbeat(node_id=node, node_epoch=registered.node_epoch),
+                api.NodeHeartbeatResponse,
             )
         started = time.monotonic()
         made = 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,10 +21,10 @@ from kafkacoord.coordinator.transport import (
     RequestReceiver,
 )
 from kafkacoord.storage.cache import ShardId, StateCache
-from kafkacoord.storage.clients import admin_client, replay_consumer
+from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.fold import metadata_policy
 from kafkacoord.storage.recovery import ShardRecovery
-from kafkacoord.storage.topics import InternalTopics, ensure_topics
+from kafkacoord.storage.topics import InternalTopics
 
 from .helpers import read_partition
 
@@ -109,19 +108,6 @@ class Served:
         self.receiver.close()
         self.host.stop()
         self.replies.close()
-
-
-@pytest.fixture
-def topics(bootstrap: str, prefix: str) -> InternalTopics:
-    t = InternalTopics(prefix=prefix, offsets_partitions=2)
-    ensure_topics(admin_client(bootstrap), t.specs(), replication_factor=1)
-    return t
-
-
-@pytest.fixture
-def client(bootstrap: str, topics: InternalTopics) -> Iterator[RequestClient]:
-    with RequestClient(bootstrap, topics.responses, 8, attempt_timeout_s=2.0) as c:
-        yield c
 
 
 def register(client: RequestClient, topics: InternalTopics, node: int) -> int:

@@ -20,8 +20,7 @@ from kafkacoord.coordinator.transport import (
     RequestReceiver,
 )
 from kafkacoord.coordinator.transport.envelope import encode_request
-from kafkacoord.storage.clients import admin_client
-from kafkacoord.storage.topics import InternalTopics, ensure_topics
+from kafkacoord.storage.topics import InternalTopics
 
 pytestmark = pytest.mark.integration
 
@@ -53,58 +52,42 @@ class EchoServer:
 
 
 @pytest.fixture
-def topics(bootstrap: str, prefix: str) -> InternalTopics:
-    t = InternalTopics(prefix=prefix, offsets_partitions=2)
-    ensure_topics(admin_client(bootstrap), t.specs(), replication_factor=1)
-    return t
-
-
-@pytest.fixture
-def client(bootstrap: str, topics: InternalTopics) -> Iterator[RequestClient]:
-    with RequestClient(bootstrap, topics.responses, 8, attempt_timeout_s=2.0) as c:
-        yield c
-
-
-def _wait_serving(client: RequestClient, topics: InternalTopics) -> None:
-    # The receiver starts at the log end once assigned; early requests are resent.
-    client.call(topics.controller_requests, 0, "FenceNode", FenceNode(node_id=1), timeout_s=30)
+def server(bootstrap: str, topics: InternalTopics, client: RequestClient) -> Iterator[EchoServer]:
+    """An echo server that is already serving."""
+    echo = EchoServer(bootstrap, topics)
+    try:
+        # The receiver starts at the log end once assigned; early requests are resent.
+        client.call(topics.controller_requests, 0, "FenceNode", FenceNode(node_id=1), timeout_s=30)
+        yield echo
+    finally:
+        echo.close()
 
 
 def test_round_trip_and_latency(
-    bootstrap: str, topics: InternalTopics, client: RequestClient
+    topics: InternalTopics, client: RequestClient, server: EchoServer
 ) -> None:
-    server = EchoServer(bootstrap, topics)
-    try:
-        _wait_serving(client, topics)
-        samples = []
-        for i in range(100):
-            started = time.perf_counter()
-            reply = client.call(topics.controller_requests, 0, "FenceNode", FenceNode(node_id=i))
-            samples.append(time.perf_counter() - started)
-            assert reply == Empty()
-        p50 = statistics.median(samples)
-        print(f"round trip p50 {p50 * 1000:.1f} ms")
-        assert p50 < 0.25  # generous: the latency goal lives in bench/, this catches hangs
-        ids = [r.body.node_id for r in server.seen[-100:]]  # type: ignore[attr-defined]
-        assert ids == list(range(100))
-    finally:
-        server.close()
+    samples = []
+    for i in range(100):
+        started = time.perf_counter()
+        reply = client.call(topics.controller_requests, 0, "FenceNode", FenceNode(node_id=i))
+        samples.append(time.perf_counter() - started)
+        assert reply == Empty()
+    p50 = statistics.median(samples)
+    print(f"round trip p50 {p50 * 1000:.1f} ms")
+    assert p50 < 0.25  # generous: the latency goal lives in bench/, this catches hangs
+    ids = [r.body.node_id for r in server.seen[-100:]]  # type: ignore[attr-defined]
+    assert ids == list(range(100))
 
 
 def test_retriable_errors_are_retried_with_the_same_correlation_id(
-    bootstrap: str, topics: InternalTopics, client: RequestClient
+    topics: InternalTopics, client: RequestClient, server: EchoServer
 ) -> None:
-    server = EchoServer(bootstrap, topics)
-    try:
-        _wait_serving(client, topics)
-        server.flaky = 2
-        before = len(server.seen)
-        client.call(topics.controller_requests, 0, "FenceNode", FenceNode(node_id=7))
-        attempts = server.seen[before:]
-        assert len(attempts) == 3
-        assert len({a.ref.correlation_id for a in attempts}) == 1
-    finally:
-        server.close()
+    server.flaky = 2
+    before = len(server.seen)
+    client.call(topics.controller_requests, 0, "FenceNode", FenceNode(node_id=7))
+    attempts = server.seen[before:]
+    assert len(attempts) == 3
+    assert len({a.ref.correlation_id for a in attempts}) == 1
 
 
 def test_no_server_times_out_with_a_clear_error(
@@ -118,82 +101,65 @@ def test_no_server_times_out_with_a_clear_error(
 
 
 def test_malformed_and_poison_requests_get_errors_not_crashes(
-    bootstrap: str, topics: InternalTopics, client: RequestClient
+    bootstrap: str, topics: InternalTopics, client: RequestClient, server: EchoServer
 ) -> None:
-    server = EchoServer(bootstrap, topics)
-    try:
-        _wait_serving(client, topics)
-        producer = Producer({"bootstrap.servers": bootstrap})
-        producer.produce(topics.controller_requests, b"\x00garbage", b"\x14\x01junk", 0)
-        producer.produce(topics.controller_requests, b"v", None, 0)
-        producer.flush(10)
-        # A well-framed envelope whose body fails validation is answered INVALID_REQUEST.
-        with pytest.raises(RequestError) as info:
-            client.call(topics.controller_requests, 0, "RegisterNode",
-                        FenceNode(node_id=1))  # fmt: skip
-        assert info.value.code is ErrorCode.INVALID_REQUEST
-        assert "RegisterNode" in str(info.value)
-        with pytest.raises(RequestError) as unknown:
-            client.call(topics.controller_requests, 0, "NoSuchApi", FenceNode(node_id=1))
-        assert unknown.value.code is ErrorCode.INVALID_REQUEST
-        deadline = time.monotonic() + 10
-        while server.receiver.poison < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.receiver.poison == 2
-        # And the server still serves.
-        assert (
-            client.call(topics.controller_requests, 0, "FenceNode", FenceNode(node_id=2)) == Empty()
-        )
-    finally:
-        server.close()
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topics.controller_requests, b"\x00garbage", b"\x14\x01junk", 0)
+    producer.produce(topics.controller_requests, b"v", None, 0)
+    producer.flush(10)
+    # A well-framed envelope whose body fails validation is answered INVALID_REQUEST.
+    with pytest.raises(RequestError) as info:
+        client.call(topics.controller_requests, 0, "RegisterNode",
+                    FenceNode(node_id=1))  # fmt: skip
+    assert info.value.code is ErrorCode.INVALID_REQUEST
+    assert "RegisterNode" in str(info.value)
+    with pytest.raises(RequestError) as unknown:
+        client.call(topics.controller_requests, 0, "NoSuchApi", FenceNode(node_id=1))
+    assert unknown.value.code is ErrorCode.INVALID_REQUEST
+    deadline = time.monotonic() + 10
+    while server.receiver.poison < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.receiver.poison == 2
+    # And the server still serves.
+    assert client.call(topics.controller_requests, 0, "FenceNode", FenceNode(node_id=2)) == Empty()
 
 
 def test_expired_requests_are_dropped(
-    bootstrap: str, topics: InternalTopics, client: RequestClient
+    bootstrap: str, topics: InternalTopics, client: RequestClient, server: EchoServer
 ) -> None:
-    server = EchoServer(bootstrap, topics)
-    try:
-        _wait_serving(client, topics)
-        before = server.receiver.expired
-        key, value = encode_request(
-            "old-client", 1, "RegisterNode", RegisterNode(node_id=1, incarnation="x"),
-            reply_to=0, timeout_ms=1000, sent_ms=int(time.time() * 1000) - 60_000,
-        )  # fmt: skip
-        producer = Producer({"bootstrap.servers": bootstrap})
-        producer.produce(topics.controller_requests, value, key, 0)
-        producer.flush(10)
-        deadline = time.monotonic() + 10
-        while server.receiver.expired == before and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.receiver.expired == before + 1
-        assert all(r.ref.client_id != "old-client" for r in server.seen)
-    finally:
-        server.close()
+    before = server.receiver.expired
+    key, value = encode_request(
+        "old-client", 1, "RegisterNode", RegisterNode(node_id=1, incarnation="x"),
+        reply_to=0, timeout_ms=1000, sent_ms=int(time.time() * 1000) - 60_000,
+    )  # fmt: skip
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topics.controller_requests, value, key, 0)
+    producer.flush(10)
+    deadline = time.monotonic() + 10
+    while server.receiver.expired == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.receiver.expired == before + 1
+    assert all(r.ref.client_id != "old-client" for r in server.seen)
 
 
 def test_concurrent_callers_share_one_client(
-    bootstrap: str, topics: InternalTopics, client: RequestClient
+    topics: InternalTopics, client: RequestClient, server: EchoServer
 ) -> None:
-    server = EchoServer(bootstrap, topics)
-    try:
-        _wait_serving(client, topics)
-        errors: list[Exception] = []
+    errors: list[Exception] = []
 
-        def worker(base: int) -> None:
-            try:
-                for i in range(20):
-                    client.call(topics.controller_requests, 0, "FenceNode",
-                                FenceNode(node_id=base + i))  # fmt: skip
-            except Exception as exc:  # surfaced below
-                errors.append(exc)
+    def worker(base: int) -> None:
+        try:
+            for i in range(20):
+                client.call(topics.controller_requests, 0, "FenceNode",
+                            FenceNode(node_id=base + i))  # fmt: skip
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
 
-        threads = [threading.Thread(target=worker, args=(k * 100,)) for k in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        assert errors == []
-        served = {r.body.node_id for r in server.seen}  # type: ignore[attr-defined]
-        assert {k * 100 + i for k in range(8) for i in range(20)} <= served
-    finally:
-        server.close()
+    threads = [threading.Thread(target=worker, args=(k * 100,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    served = {r.body.node_id for r in server.seen}  # type: ignore[attr-defined]
+    assert {k * 100 + i for k in range(8) for i in range(20)} <= served

@@ -47,7 +47,8 @@ class ControllerAdmin:
         self.timeout_s = timeout_s
         self._client = RequestClient(bootstrap, topics.responses, responses_partitions)
 
-    def _call(self, body: Body, response: type[B]) -> B:
+    def call(self, body: Body, response: type[B]) -> B:
+        """Send any controller request and wait for its reply."""
         return self._client.call(
             self.topics.controller_requests, 0, type(body).__name__, body, response,
             timeout_s=self.timeout_s,
@@ -73,10 +74,10 @@ class ControllerAdmin:
             else {p: list(r) for p, r in replica_assignment.items()},
             configs=dict(configs or {}), rack_aware=rack_aware, validate_only=validate_only,
         )  # fmt: skip
-        return self._call(body, api.CreateTopicResponse)
+        return self.call(body, api.CreateTopicResponse)
 
     def delete_topic(self, name: str) -> None:
-        self._call(api.DeleteTopic(name=name), Empty)
+        self.call(api.DeleteTopic(name=name), Empty)
 
     def create_partitions(
         self, topic: str, count: int, assignment: Sequence[Sequence[int]] | None = None
@@ -85,7 +86,7 @@ class ControllerAdmin:
             topic=topic, count=count,
             assignment=None if assignment is None else [list(r) for r in assignment],
         )  # fmt: skip
-        return self._call(body, api.CreatePartitionsResponse)
+        return self.call(body, api.CreatePartitionsResponse)
 
     def alter_reassignments(
         self, targets: Mapping[tuple[str, int], Sequence[int] | None]
@@ -98,7 +99,7 @@ class ControllerAdmin:
                 for (t, p), r in targets.items()
             ]
         )
-        return self._call(body, api.PartitionResults).results
+        return self.call(body, api.PartitionResults).results
 
     def elect_leaders(
         self, election_type: str, partitions: Sequence[tuple[str, int]] | None = None
@@ -108,10 +109,10 @@ class ControllerAdmin:
             partitions=None if partitions is None
             else [TopicPartitionRef(topic=t, partition=p) for t, p in partitions],
         )  # fmt: skip
-        return self._call(body, api.PartitionResults).results
+        return self.call(body, api.PartitionResults).results
 
     def fence_node(self, node_id: int) -> None:
-        self._call(api.FenceNode(node_id=node_id), Empty)
+        self.call(api.FenceNode(node_id=node_id), Empty)
 
     def shutdown_node(self, node_id: int) -> list[TopicPartitionRef]:
         """Controlled shutdown on a node's behalf, with the node epoch it registered with."""
@@ -120,7 +121,7 @@ class ControllerAdmin:
             raise RequestError("ControlledShutdown", ErrorCode.BROKER_NOT_AVAILABLE,
                                f"node {node_id} is not registered")  # fmt: skip
         body = api.ControlledShutdown(node_id=node_id, node_epoch=node.node_epoch)
-        return self._call(body, api.ControlledShutdownResponse).remaining
+        return self.call(body, api.ControlledShutdownResponse).remaining
 
     def close(self) -> None:
         self._client.close()

@@ -22,7 +22,7 @@ import structlog
 
 from kafkacoord.codecs import CodecError, decode_record, encode_record
 from kafkacoord.codecs.models import ControllerValue
-from kafkacoord.storage.cache import NO_EXPIRY, Change, ShardStore
+from kafkacoord.storage.cache import Change, ShardStore
 from kafkacoord.storage.errors import AppendError
 from kafkacoord.storage.fold import FoldPolicy
 from kafkacoord.storage.recovery import ShardLoad
@@ -301,4 +301,4 @@ class ShardHost:
         log.info("shard stopped", shard=self.name)
 
 
-__all__ = ["NO_EXPIRY", "HostParts", "HostState", "ShardHost"]
+__all__ = ["HostParts", "HostState", "ShardHost"]
