@@ -29,6 +29,7 @@ from kafkacoord.storage.recovery import ShardLoad
 
 from ..protocol import ErrorCode, ProtocolError
 from ..transport.replies import ReplySender
+from .observer import HostObserver, NullObserver
 from .shard import Record, Reply, Request, Result, Shard
 from .writer import ShardWriter, WriterFencedError
 
@@ -87,6 +88,7 @@ class ShardHost:
         max_batch: int = 2000,
         dedupe_entries: int = 10_000,
         on_stopped: Callable[[ShardHost, Exception | None], None] | None = None,
+        observer: HostObserver | None = None,
     ) -> None:
         self.name = name
         self.parts = parts
@@ -99,6 +101,7 @@ class ShardHost:
         self._dedupe: OrderedDict[tuple[str, int], Reply] = OrderedDict()
         self._dedupe_entries = dedupe_entries
         self._on_stopped = on_stopped
+        self._observer: HostObserver = observer or NullObserver()
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._active = threading.Event()
         self._writer: ShardWriter | None = None
@@ -177,6 +180,7 @@ class ShardHost:
         self.stats.load_seconds = time.monotonic() - started
         self.state = HostState.ACTIVE
         self._active.set()
+        self._observer.loaded(self.name, self.stats.load_seconds, len(records))
         log.info("shard active", shard=self.name, keys=len(records), log_records=load.stats.records,
                  rebuilt=load.rebuilt, seconds=round(self.stats.load_seconds, 3))  # fmt: skip
 
@@ -254,7 +258,9 @@ class ShardHost:
     def _append(self, records: list[Record]) -> None:
         assert self._writer is not None
         raw = [encode_record(r.key, r.value) for r in records]
+        started = time.monotonic()
         offsets = self._writer.write(raw)
+        self._observer.appended(self.name, len(records), time.monotonic() - started)
         changes: dict[bytes, Change] = {}
         policy = self.parts.policy
         for record, (key, value) in zip(records, raw, strict=True):
@@ -274,6 +280,7 @@ class ShardHost:
 
     def _remember(self, replies: list[Reply]) -> None:
         for reply in replies:
+            self._observer.answered(self.name, reply.api, reply.error)
             if reply.error is not ErrorCode.NONE:
                 self.stats.errors[reply.error.name] = self.stats.errors.get(reply.error.name, 0) + 1
             if reply.error.retriable:

@@ -1,0 +1,36 @@
+"""What a shard host reports as it works: the hook for metrics.
+
+The host calls these on its own thread, so an observer must be cheap and must not
+block. :class:`NullObserver` is the default.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..protocol import ErrorCode
+
+
+class HostObserver(Protocol):
+    def loaded(self, shard: str, seconds: float, records: int) -> None:
+        """The shard finished loading: time taken and keys replayed."""
+
+    def appended(self, shard: str, records: int, seconds: float) -> None:
+        """One durable append (a loop turn's batch) and how long it took."""
+
+    def answered(self, shard: str, api: str, error: ErrorCode) -> None:
+        """One reply released to a caller."""
+
+
+class NullObserver:
+    def loaded(self, shard: str, seconds: float, records: int) -> None:
+        pass
+
+    def appended(self, shard: str, records: int, seconds: float) -> None:
+        pass
+
+    def answered(self, shard: str, api: str, error: ErrorCode) -> None:
+        pass
+
+
+__all__ = ["HostObserver", "NullObserver"]

@@ -1,0 +1,2 @@
+"""Failure scenarios shared by the integration tests (embedded broker) and the
+end-to-end tests (broker container)."""
