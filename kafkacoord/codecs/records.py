@@ -36,6 +36,8 @@ from .models import (
     RequestValue,
     ResponseKey,
     ResponseValue,
+    ShardLeaderKey,
+    ShardLeaderValue,
     TopicKey,
     TopicValue,
 )
@@ -48,6 +50,7 @@ class RecordType(IntEnum):
     PARTITION = 4
     GROUP_METADATA = 10
     OFFSET_COMMIT = 11
+    SHARD_LEADER = 12
     REQUEST = 20
     RESPONSE = 21
 
@@ -89,6 +92,7 @@ SPECS: Final[dict[RecordType, RecordSpec]] = {
             RecordType.GROUP_METADATA, "group_metadata", GroupMetadataKey, GroupMetadataValue
         ),
         RecordSpec(RecordType.OFFSET_COMMIT, "offset_commit", OffsetCommitKey, OffsetCommitValue),
+        RecordSpec(RecordType.SHARD_LEADER, "shard_leader", ShardLeaderKey, ShardLeaderValue),
         RecordSpec(RecordType.REQUEST, "request", RequestKey, RequestValue),
         RecordSpec(RecordType.RESPONSE, "response", ResponseKey, ResponseValue),
     )

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from kafkacoord import __version__
 from kafkacoord.storage.errors import StorageError
 
-from . import cli_admin, logs
+from . import cli_admin, cli_status, logs
 from .settings import load_settings
 
 app = typer.Typer(
@@ -68,6 +68,7 @@ def version() -> None:
 
 
 cli_admin.register(app)
+cli_status.register(app)
 
 
 def main() -> None:

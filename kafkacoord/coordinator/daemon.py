@@ -17,15 +17,19 @@ import structlog
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client, broker_count, replay_consumer
-from kafkacoord.storage.errors import StorageError
+from kafkacoord.storage.errors import PoisonRecordError, StorageError
 from kafkacoord.storage.fold import FoldPolicy, metadata_policy, offsets_policy
+from kafkacoord.storage.poison import add_strict_listener, remove_strict_listener, set_strict
 from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
 from kafkacoord.storage.topics import ensure_topics
 
 from .agent import NodeAgent
 from .controller.config import COORDINATOR_ROLE
+from .ops import OpsService
 from .services.controller import ControllerService
 from .services.groups import GroupService
+from .services.rebirth import recreate_topics, wipe_cache
+from .services.watchdog import BrokerWatchdog, IdentityChange, TopicIdentityProbe
 from .settings import Settings
 from .transport import ReplySender, RequestError
 
@@ -56,6 +60,20 @@ class Daemon:
         self.groups: GroupService | None = None
         self.agent: NodeAgent | None = None
         self.incarnation = uuid.uuid4().hex
+        # Set when the daemon must stop with an error (a poison record in strict mode).
+        self.failure: StorageError | None = None
+        self.rebuilds = 0
+        self._probe: TopicIdentityProbe | None = None
+        self._watchdog: BrokerWatchdog | None = None
+        # Serialises starting and stopping the services (a rebuild against stop()).
+        self._lifecycle = threading.Lock()
+        self.ops = OpsService(
+            settings.node_id,
+            started=lambda: self.state.ready,
+            controller=lambda: self.controller,
+            groups=lambda: self.groups,
+            loads=lambda: self.state.loads,
+        )
 
     def run(self) -> int:
         """Start, serve until SIGINT/SIGTERM, stop. Returns the process exit code."""
@@ -66,6 +84,8 @@ class Daemon:
             self._stop.wait()
         finally:
             self.stop()
+        if self.failure is not None:
+            raise self.failure  # found on a background thread: exit as a start-up error would
         return 0
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -75,12 +95,25 @@ class Daemon:
     def request_stop(self) -> None:
         self._stop.set()
 
+    def _on_strict_failure(self, error: PoisonRecordError) -> None:
+        # Any reader, on any thread, may meet the poison record: stop the whole daemon.
+        if self.failure is None:
+            self.failure = error
+            log.error("poison record in strict mode; stopping", topic=error.topic,
+                      partition=error.partition, offset=error.offset, error=str(error))  # fmt: skip
+        self._stop.set()
+
     def start(self) -> None:
         s = self.settings
         started = time.monotonic()
+        set_strict(s.strict_records)
+        add_strict_listener(self._on_strict_failure)
+        # Up first, so /health answers (503) while the daemon loads.
+        self.ops.serve(s.metrics_host, s.metrics_port)
         s.data_dir.mkdir(parents=True, exist_ok=True)
         bootstrap = s.bootstrap or self._start_embedded_broker()
         self.state.bootstrap = bootstrap
+        self.ops.watch_broker(bootstrap)
         admin = admin_client(bootstrap, f"kafkacoord-{s.node_id}-admin")
         brokers = broker_count(admin, bootstrap)
         rf = min(s.offsets_replication_factor, brokers)
@@ -88,37 +121,48 @@ class Daemon:
         self.state.identities = ensure_topics(admin, s.topics.specs(), replication_factor=rf)
         self._cache = self._open_cache()
         topics = s.topics
-        self._load(topics.metadata, [0], metadata_policy())
-        self._load(
-            topics.offsets, range(s.offsets_partitions), offsets_policy(s.offsets_retention_ms)
-        )
+        self._load_shards()
         self._start_services(bootstrap)
         self.state.ready = True
         offsets = self.state.loads[topics.offsets].values()
+        metadata = self.state.loads[topics.metadata].values()
         log.info(
             "daemon ready",
             node_id=s.node_id,
             bootstrap=bootstrap,
             shards=len(offsets) + 1,
             records_replayed=sum(load.stats.records for load in offsets),
-            poison_skipped=sum(load.stats.poison for load in offsets),
+            poison_skipped=sum(load.stats.poison for load in [*metadata, *offsets]),
             seconds=round(time.monotonic() - started, 3),
+        )
+
+    def _load_shards(self) -> None:
+        s = self.settings
+        topics = s.topics
+        self._load(topics.metadata, [0], metadata_policy())
+        self._load(
+            topics.offsets, range(s.offsets_partitions), offsets_policy(s.offsets_retention_ms)
         )
 
     def _start_services(self, bootstrap: str) -> None:
         assert self._cache is not None
         s = self.settings
         topics = s.topics
+        if self._probe is None:
+            self._probe = TopicIdentityProbe(bootstrap, client_id=f"kafkacoord-{s.node_id}-probe")
+        # Every later load checks that the broker still has the topics the cache came from.
+        probe = self._probe.identity
         self._replies = ReplySender(
             bootstrap, topics.responses, client_id=f"kafkacoord-{s.node_id}-replies"
         )
         self.controller = ControllerService(
             s, bootstrap, self._cache, self.state.identities[topics.metadata], self._replies,
             config=s.controller_config(), incarnation=self.incarnation,
+            observer=self.ops.observer, identity_probe=probe,
         )  # fmt: skip
         self.groups = GroupService(
             s, bootstrap, self._cache, self.state.identities[topics.offsets], self._replies,
-            config=s.group_config(),
+            config=s.group_config(), observer=self.ops.observer, identity_probe=probe,
         )  # fmt: skip
         self.agent = NodeAgent(
             bootstrap, node_id=s.node_id, handler=self.groups, rack=s.rack,
@@ -128,16 +172,61 @@ class Daemon:
         )  # fmt: skip
         self.groups.agent = self.agent
         # Registration waits for a controller, possibly this daemon's own: not on this thread.
-        threading.Thread(target=self._start_agent, name="agent-start", daemon=True).start()
+        threading.Thread(
+            target=self._start_agent, args=(self.agent,), name="agent-start", daemon=True
+        ).start()
+        self._watchdog = BrokerWatchdog(
+            self._probe, self.state.identities, self._on_broker_changed,
+            interval_s=s.broker_check_interval_ms / 1000,
+        ).start()  # fmt: skip
 
-    def _start_agent(self) -> None:
-        assert self.agent is not None
-        while not self._stop.is_set():
+    def _start_agent(self, agent: NodeAgent) -> None:
+        # The agent is fixed per thread: a rebuild starts a new agent on a new thread.
+        while not self._stop.is_set() and agent is self.agent:
             try:
-                self.agent.start(timeout_s=30)
+                agent.start(timeout_s=30)
                 return
             except RequestError as exc:
                 log.warning("node registration failed; retrying", error=str(exc))
+
+    # -- broker loss ---------------------------------------------------------------------
+
+    def _on_broker_changed(self, changes: list[IdentityChange]) -> None:
+        """The broker lost the internal topics: start over from the new, empty log."""
+        log.warning("broker identity changed; rebuilding", node_id=self.settings.node_id,
+                    topics={c.topic: {"loaded": c.loaded, "now": c.current}
+                            for c in changes})  # fmt: skip
+        with self._lifecycle:
+            if self._stop.is_set():
+                return
+            self.state.ready = False
+            self.rebuilds += 1
+            previous = dict(self.state.identities)
+            while not self._stop.is_set():
+                # Nothing of the previous life may answer another request.
+                self._stop_services()
+                try:
+                    self._rebuild(previous)
+                    return
+                except Exception as exc:  # the broker is still settling: any step may fail
+                    log.warning("rebuild failed; retrying", error=f"{type(exc).__name__}: {exc}")
+                    self._stop.wait(1.0)
+
+    def _rebuild(self, previous: dict[str, str]) -> None:
+        assert self._cache is not None and self._probe is not None
+        s, bootstrap = self.settings, self.state.bootstrap
+        started = time.monotonic()
+        admin = admin_client(bootstrap, f"kafkacoord-{s.node_id}-admin")
+        rf = min(s.offsets_replication_factor, broker_count(admin, bootstrap))
+        self.state.identities = recreate_topics(
+            admin, self._probe, s.topics.specs(), replication_factor=rf, previous=previous
+        )
+        wiped = wipe_cache(self._cache, [s.topics.metadata, s.topics.offsets])
+        self._load_shards()
+        self._start_services(bootstrap)
+        self.state.ready = True
+        log.info("daemon rebuilt", node_id=s.node_id, rebuilds=self.rebuilds, shards_wiped=wiped,
+                 seconds=round(time.monotonic() - started, 3))  # fmt: skip
 
     def _start_embedded_broker(self) -> str:
         s = self.settings
@@ -184,23 +273,35 @@ class Daemon:
                          poison=load.stats.poison, rebuilt=load.rebuilt,
                          next_offset=load.next_offset, seconds=round(load.seconds, 3))  # fmt: skip
 
-    def stop(self) -> None:
+    def _stop_services(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.close()
+            self._watchdog = None
+        # The controller first: leaving the election at once lets a standby take over.
+        if self.controller is not None:
+            self.controller.close()
+            self.controller = None
         if self.agent is not None:
             self.agent.close()
             self.agent = None
         if self.groups is not None:
             self.groups.close()
             self.groups = None
-        if self.controller is not None:
-            self.controller.close()
-            self.controller = None
         if self._replies is not None:
             self._replies.close()
             self._replies = None
+
+    def stop(self) -> None:
+        self.state.ready = False  # /health reports 503 while the services go down
+        self._stop.set()  # a rebuild in progress gives up at its next step
+        with self._lifecycle:
+            self._stop_services()
         if self._cache is not None:
             self._cache.close()
             self._cache = None
         if self._broker is not None:
             self._broker.stop()
             self._broker = None
+        self.ops.close()
+        remove_strict_listener(self._on_strict_failure)
         log.info("daemon stopped")

@@ -51,6 +51,9 @@ class Settings(BaseSettings):
         2.0, gt=0, description="Seconds between load progress lines."
     )
     strict_records: bool = Field(False, description="Stop on a poison record instead of skipping.")
+    broker_check_interval_ms: int = Field(
+        1000, ge=50, description="How often the internal topics' ids are checked (broker loss)."
+    )
     controller_session_timeout_ms: int = Field(
         6000, ge=1000, description="Session of the controller-election group: failover time."
     )
@@ -89,6 +92,10 @@ class Settings(BaseSettings):
     )
     offsets_commit_timeout_ms: int = Field(5000, ge=1, description="offsets.commit.timeout.ms")
     embedded_broker_port: int | None = Field(None, description="Port of the embedded broker.")
+    metrics_host: str = Field("127.0.0.1", description="Address of /metrics and /health.")
+    metrics_port: int = Field(
+        9464, ge=-1, le=65535, description="Port of /metrics and /health; 0 picks one, -1 disables."
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["console", "json"] = "console"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -82,3 +83,19 @@ def broker_count(admin: AdminClient, bootstrap: str, timeout_s: float = 10.0) ->
             "Check KAFKACOORD_BOOTSTRAP, or unset it to run on the embedded broker."
         ) from exc
     return len(metadata.brokers)
+
+
+def close_after(thread: threading.Thread, consumer: Consumer, timeout_s: float = 5.0) -> None:
+    """Close ``consumer`` once ``thread``, which polls it, has stopped.
+
+    librdkafka crashes the process when a consumer is closed during a poll on
+    another thread, so a thread that does not stop in time keeps its consumer.
+    """
+    if thread.is_alive() and thread is not threading.current_thread():
+        thread.join(timeout_s)
+    if thread.is_alive() and thread is not threading.current_thread():
+        logging.getLogger(__name__).warning(
+            "consumer left open: its polling thread %s did not stop", thread.name
+        )
+        return
+    consumer.close()

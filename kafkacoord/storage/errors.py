@@ -37,3 +37,12 @@ class AppendError(StorageError):
         super().__init__(message)
         self.retriable = retriable
         self.fatal = fatal
+
+
+class TopicIdentityChangedError(StorageError):
+    """The topic being read is not the one the cache was loaded from (broker lost, or recreated)."""
+
+    def __init__(self, topic: str, loaded: str, current: str | None) -> None:
+        now = "it is gone" if current is None else f"it is now {current}"
+        super().__init__(f"topic {topic} changed identity: loaded {loaded}, {now}")
+        self.topic, self.loaded, self.current = topic, loaded, current

@@ -16,16 +16,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import cast
 
-import structlog
 from confluent_kafka import Message
 
 from kafkacoord.codecs import CodecError, RecordType, decode_key, decode_value
 from kafkacoord.codecs.models import AvroModel, ControllerValue, OffsetCommitValue
 
 from .cache import NO_EXPIRY, Change
-from .errors import PoisonRecordError
-
-log = structlog.get_logger(__name__)
+from .fencing import LeaderEpochFence
+from .poison import is_strict, record_poison
 
 _KEY_CACHE_LIMIT = 1_000_000
 
@@ -52,6 +50,8 @@ class FoldPolicy:
     expiry: Callable[[AvroModel, AvroModel], int] = field(default=lambda key, value: NO_EXPIRY)
     # Replay in order with controller-epoch fencing (the metadata log).
     fenced_by_controller_epoch: bool = False
+    # Drop records of a shard leader older than the newest ShardLeader record.
+    fenced_by_leader_epoch: bool = False
 
 
 def offsets_policy(retention_ms: int) -> FoldPolicy:
@@ -61,7 +61,9 @@ def offsets_policy(retention_ms: int) -> FoldPolicy:
         return NO_EXPIRY
 
     return FoldPolicy(
-        frozenset({RecordType.GROUP_METADATA, RecordType.OFFSET_COMMIT}), expiry=expiry
+        frozenset({RecordType.GROUP_METADATA, RecordType.OFFSET_COMMIT, RecordType.SHARD_LEADER}),
+        expiry=expiry,
+        fenced_by_leader_epoch=True,
     )
 
 
@@ -85,18 +87,28 @@ class ChunkFolder:
     """Folds chunks of one topic; keeps decoded keys across chunks."""
 
     def __init__(
-        self, topic: str, policy: FoldPolicy, *, strict: bool = False, controller_epoch: int = -1
+        self,
+        topic: str,
+        policy: FoldPolicy,
+        *,
+        strict: bool | None = None,
+        controller_epoch: int = -1,
+        leader_epoch: int = -1,
     ) -> None:
         self.topic = topic
         self.policy = policy
-        self.strict = strict
+        # Unset: the process-wide switch of kafkacoord.storage.poison.
+        self.strict = is_strict() if strict is None else strict
         self.controller_epoch = controller_epoch
+        self.fence = LeaderEpochFence(leader_epoch)
         self._keys: dict[bytes, AvroModel | str] = {}
 
     def fold(
         self, partition: int, messages: list[Message]
     ) -> tuple[dict[bytes, Change], FoldStats]:
         stats = FoldStats(records=len(messages))
+        if self.policy.fenced_by_leader_epoch:
+            messages, stats.fenced = self.fence.filter(messages)
         if self.strict or self.policy.fenced_by_controller_epoch:
             return self._fold_in_order(partition, messages, stats), stats
         return self._fold_last_wins(partition, messages, stats), stats
@@ -131,11 +143,8 @@ class ChunkFolder:
         return Change(raw_value, self.policy.expiry(key, value))
 
     def _poison(self, partition: int, offset: int, reason: str, stats: FoldStats) -> None:
-        if self.strict:
-            raise PoisonRecordError(self.topic, partition, offset, reason)
+        record_poison(self.topic, partition, offset, reason, strict=self.strict)
         stats.poison += 1
-        log.warning("skipped poison record", topic=self.topic, partition=partition, offset=offset,
-                    reason=reason)  # fmt: skip
 
     # -- strategies ---------------------------------------------------------------
 

@@ -17,10 +17,12 @@ import structlog
 from confluent_kafka import Consumer
 
 from kafkacoord.codecs import decode_value
-from kafkacoord.codecs.models import ControllerKey, ControllerValue
+from kafkacoord.codecs.models import ControllerKey, ControllerValue, ShardLeaderKey
 from kafkacoord.codecs.records import RecordType, encode_key
 
 from .cache import ShardId, StateCache
+from .errors import TopicIdentityChangedError
+from .fencing import marker_epoch
 from .fold import ChunkFolder, FoldPolicy, FoldStats
 from .reader import BEGINNING, LogBehindCheckpointError, PartitionReader
 
@@ -62,13 +64,16 @@ class ShardRecovery:
         topic: str,
         policy: FoldPolicy,
         *,
-        strict: bool = False,
+        strict: bool | None = None,
         delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
         chunk_records: int = 200_000,
         progress_interval_s: float = 2.0,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        identity_probe: Callable[[], str | None] | None = None,
     ) -> None:
         self._cache = cache
+        # The topic's id as the broker reports it now (None: gone); checked around each load.
+        self._identity_probe = identity_probe
         self._consumer_factory = consumer_factory
         self.topic = topic
         self._policy = policy
@@ -80,6 +85,7 @@ class ShardRecovery:
 
     def recover(self, partitions: Iterable[int], identity: str) -> dict[int, ShardLoad]:
         """Replay ``partitions`` up to their high watermarks; ``identity`` is the topic id."""
+        self._verify_identity(identity)
         loads = {p: self._plan(ShardId(self.topic, p), identity) for p in partitions}
         consumer = self._consumer_factory()
         try:
@@ -101,7 +107,16 @@ class ShardRecovery:
                     pending = {p: ld for p, ld in loads.items() if ld.high_watermark is None}
         finally:
             consumer.close()
+        # The broker may have been replaced during the load: then the loads mix two lives.
+        self._verify_identity(identity)
         return loads
+
+    def _verify_identity(self, identity: str) -> None:
+        if self._identity_probe is None:
+            return
+        current = self._identity_probe()
+        if current != identity:
+            raise TopicIdentityChangedError(self.topic, identity, current)
 
     def _plan(self, shard: ShardId, identity: str) -> ShardLoad:
         store = self._cache.shard(shard)
@@ -130,11 +145,20 @@ class ShardRecovery:
         assert isinstance(value, ControllerValue)
         return value.epoch
 
+    def _leader_epoch(self, shard: ShardId) -> int:
+        """The leader-epoch fence to resume with: the last ``ShardLeader`` in the cache."""
+        if not self._policy.fenced_by_leader_epoch:
+            return -1
+        key = encode_key(ShardLeaderKey())
+        epoch = marker_epoch(key, self._cache.shard(shard).get(key))
+        return -1 if epoch is None else epoch
+
     def _replay(self, consumer: Consumer, loads: dict[int, ShardLoad], identity: str) -> None:
         folders = {
             p: ChunkFolder(
                 self.topic, self._policy, strict=self._strict,
                 controller_epoch=self._controller_epoch(load.shard),
+                leader_epoch=self._leader_epoch(load.shard),
             )
             for p, load in loads.items()
         }  # fmt: skip

@@ -19,6 +19,8 @@ from .offsets import (
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    ShardLeaderKey,
+    ShardLeaderValue,
 )
 from .transport import RequestKey, RequestValue, ResponseKey, ResponseValue
 
@@ -41,6 +43,8 @@ __all__ = [
     "RequestValue",
     "ResponseKey",
     "ResponseValue",
+    "ShardLeaderKey",
+    "ShardLeaderValue",
     "TopicKey",
     "TopicValue",
 ]

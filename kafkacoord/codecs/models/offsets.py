@@ -69,3 +69,18 @@ class OffsetCommitValue(AvroModel):
         if self.expire_timestamp_ms is not None and self.expire_timestamp_ms >= 0:
             return self.expire_timestamp_ms
         return self.commit_timestamp_ms + retention_ms
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLeaderKey(AvroModel):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLeaderValue(AvroModel):
+    """Fences a group shard: written by each new leader before it serves."""
+
+    leader_epoch: int
+    node_id: int
+    incarnation: str
+    activated_ms: int

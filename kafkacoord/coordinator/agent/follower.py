@@ -2,6 +2,8 @@
 
 The first partition-EOF marks "caught up": everything up to the high watermark
 has been seen, so a listener can act on the final state instead of on history.
+Poison records (undecodable, or of a type that does not belong in the metadata
+topic) are counted and skipped; in strict mode the follower stops at the first.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from typing import cast
 import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from kafkacoord.codecs import CodecError, decode_record
-from kafkacoord.storage.clients import base_config
+from kafkacoord.codecs import CodecError, RecordType, decode_record
+from kafkacoord.storage.clients import base_config, close_after
+from kafkacoord.storage.errors import PoisonRecordError
+from kafkacoord.storage.fold import metadata_policy
+from kafkacoord.storage.poison import record_poison
 
 from ..runtime.shard import Record
 from ..transport.client import LOW_LATENCY_CONSUMER
@@ -23,6 +28,8 @@ from ..transport.envelope import poll_batch
 log = structlog.get_logger(__name__)
 
 OnRecord = Callable[[Record, int], object]
+
+_ALLOWED = metadata_policy().allowed
 
 
 class MetadataFollower:
@@ -39,6 +46,8 @@ class MetadataFollower:
         self.topic = topic
         self.poison = 0
         self.records = 0
+        # The strict-mode stop, if any: the follower reads no further.
+        self.failure: PoisonRecordError | None = None
         self.position = start_offset
         self.caught_up = threading.Event()
         self._on_record = on_record
@@ -76,6 +85,9 @@ class MetadataFollower:
             for msg in messages:
                 try:
                     self._on_message(msg)
+                except PoisonRecordError as exc:
+                    self.failure = exc
+                    return
                 except Exception:
                     log.exception("metadata listener failed", offset=msg.offset())
 
@@ -91,18 +103,24 @@ class MetadataFollower:
                 log.warning("metadata fetch error", error=error.str())
             return
         offset = cast(int, msg.offset())
-        self.position = offset + 1
+        reason = None
         try:
             key, value = decode_record(msg.key(), msg.value())
+            rtype = RecordType(msg.key()[0])  # type: ignore[index]
+            if rtype not in _ALLOWED:
+                reason = f"record type {rtype.name} does not belong in this topic"
         except CodecError as exc:
+            reason = str(exc)
+        if reason is not None:
+            # Raises in strict mode, leaving the position on the poison record.
+            record_poison(self.topic, 0, offset, reason)
             self.poison += 1
-            log.warning("skipped poison record", topic=self.topic, partition=0, offset=offset,
-                        reason=str(exc))  # fmt: skip
+            self.position = offset + 1
             return
+        self.position = offset + 1
         self.records += 1
         self._on_record(Record(key, value), offset)
 
     def close(self) -> None:
         self._closing.set()
-        self._thread.join(timeout=5)
-        self._consumer.close()
+        close_after(self._thread, self._consumer)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import gc
 import logging
 import random
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -78,8 +79,12 @@ class ControllerShard:
         node_id: int,
         incarnation: str,
         rng: random.Random | None = None,
+        elections: Counter[str] | None = None,
     ) -> None:
         self.config = config
+        # Leader elections this controller decided, by kind; its owner may share one
+        # counter across reloads, so the count outlives each shard instance.
+        self.elections: Counter[str] = Counter() if elections is None else elections
         self.node_id = node_id
         self.incarnation = incarnation
         self.rng = rng if rng is not None else random.Random()
@@ -113,7 +118,11 @@ class ControllerShard:
     # -- Shard protocol ----------------------------------------------------------------------
 
     def replay(self, record: Record) -> None:
+        # Only live records are decisions; a load replays history.
+        elected = self._election_of(record) if self._loaded else None
         applied = self.image.replay(record)
+        if applied and elected is not None:
+            self.elections[elected] += 1
         key = record.key
         if applied and self.replica_states.has_explicit() and isinstance(key, PartitionKey):
             value = record.value
@@ -264,6 +273,16 @@ class ControllerShard:
         return Empty()
 
     # -- helpers --------------------------------------------------------------------------------
+
+    def _election_of(self, record: Record) -> str | None:
+        """The election kind when ``record`` gives its partition a new leader, else None."""
+        value = record.value
+        if type(value) is not PartitionValue or value.leader < 0:
+            return None
+        old = self.image.partition(value.topic, value.partition)
+        if old is not None and old.leader == value.leader:
+            return None
+        return value.election or "unknown"
 
     def _inactive_reason(self) -> str:
         if not self._loaded:

@@ -32,6 +32,7 @@ from kafkacoord.codecs.models import (
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    ShardLeaderKey,
 )
 
 from ..protocol import GROUP_APIS, Body, ErrorCode, ProtocolError
@@ -115,6 +116,8 @@ class GroupShard:
                 # Kafka's "simple" group: offsets committed without group membership.
                 self._groups[key.group] = ClassicGroup(key.group)
             self._offsets.replay(key, value)
+        elif isinstance(key, ShardLeaderKey):
+            pass  # the leader-epoch fence, applied by the readers of the log
         else:
             raise TypeError(f"{type(key).__name__} does not belong on a group shard")
 

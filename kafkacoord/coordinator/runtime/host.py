@@ -1,20 +1,23 @@
 """Runs one shard: load, then handle requests and timers on one thread.
 
-Per loop turn the host drains its queue, runs each handler, replays the returned
-records into the shard at once (later handlers see them), appends the batch
-durably, folds it into the RocksDB cache, and only then sends the replies
-(write, then answer; one append per turn is the group commit). A failed append
-discards the shard and rebuilds it from the cache and the log; a fenced writer
-stops the host for good.
+Per loop turn the host drains its queue, runs each handler and replays the
+returned records into the shard at once (later handlers see them). What a turn
+produced is sent to the writer as one batch (the group commit) while the next
+turns go on; batches finish in order, and each is folded into the RocksDB cache
+before its replies are released (write, then answer). While the pipeline is
+full, turns keep adding to the next batch. A failed append discards the shard
+and rebuilds it from the cache and the log; a fenced writer stops the host for
+good.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import queue
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,7 +34,7 @@ from ..protocol import ErrorCode, ProtocolError
 from ..transport.replies import ReplySender
 from .observer import HostObserver, NullObserver
 from .shard import Record, Reply, Request, Result, Shard
-from .writer import ShardWriter, WriterFencedError
+from .writer import RawRecord, ShardWriter, WriterFencedError
 
 log = structlog.get_logger(__name__)
 
@@ -54,6 +57,19 @@ class HostStats:
 
 
 _STOP = object()
+_WAKE = object()  # an append finished
+
+
+@dataclass(slots=True)
+class _Pending:
+    """One append in the pipeline and the replies waiting for it."""
+
+    result: Result
+    submitted: float
+    raw: list[RawRecord] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    error: AppendError | None = None
+    done: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +102,8 @@ class ShardHost:
         unavailable: ErrorCode = ErrorCode.NOT_COORDINATOR,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         max_batch: int = 2000,
+        max_inflight: int = 4,
+        flush_timeout_s: float = 60.0,
         dedupe_entries: int = 10_000,
         on_stopped: Callable[[ShardHost, Exception | None], None] | None = None,
         observer: HostObserver | None = None,
@@ -98,6 +116,11 @@ class ShardHost:
         self.shard: Shard | None = None
         self._clock_ms = clock_ms
         self._max_batch = max_batch
+        self._max_inflight = max_inflight
+        self._flush_timeout_s = flush_timeout_s
+        self._inflight: deque[_Pending] = deque()
+        self._open = Result()  # handled, replayed, not yet sent to the writer
+        self._wake = threading.Event()
         self._dedupe: OrderedDict[tuple[str, int], Reply] = OrderedDict()
         self._dedupe_entries = dedupe_entries
         self._on_stopped = on_stopped
@@ -176,7 +199,8 @@ class ShardHost:
         self.shard = shard
         self.stats.loads += 1
         self.stats.records_loaded = len(records)
-        self._commit(self._apply(shard.on_loaded(self._clock_ms())))
+        self._open.extend(self._apply(shard.on_loaded(self._clock_ms())))
+        self._flush(self._flush_timeout_s)
         self.stats.load_seconds = time.monotonic() - started
         self.state = HostState.ACTIVE
         self._active.set()
@@ -205,16 +229,20 @@ class ShardHost:
                 events.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-        batch = Result()
         now = self._clock_ms()
         stopping = False
         for event in events:
             if event is _STOP:
                 stopping = True
                 break
-            batch.extend(self._handle(event, now))
-        batch.extend(self._apply(self.shard.fire_timers(self._clock_ms())))
-        self._commit(batch)
+            if event is not _WAKE:
+                self._open.extend(self._handle(event, now))
+        self._open.extend(self._apply(self.shard.fire_timers(self._clock_ms())))
+        self._release()
+        self._submit_open()
+        self._release()
+        if stopping:
+            self._flush(self._flush_timeout_s)
         return not stopping
 
     def _handle(self, event: object, now: int) -> Result:
@@ -239,41 +267,92 @@ class ShardHost:
             )
         return self._apply(result)
 
-    def _commit(self, batch: Result) -> None:
-        """Append the batch's records, fold them into the cache, then send its replies."""
-        if batch.records:
-            try:
-                self._append(batch.records)
-            except WriterFencedError:
-                self.parts.replies.send(self._unavailable(batch.replies))
-                raise
-            except AppendError as exc:
-                log.warning("append failed; reloading shard", shard=self.name, error=str(exc))
-                self.parts.replies.send(self._unavailable(batch.replies))
-                self._load()
-                return
-        self._remember(batch.replies)
-        self.parts.replies.send(batch.replies)
+    # -- the append pipeline ---------------------------------------------------------
 
-    def _append(self, records: list[Record]) -> None:
+    def _submit_open(self) -> None:
+        """Send what the handlers produced since the last append, if the pipeline has room.
+
+        A turn with only replies still queues behind the appends before it: its
+        replies may read state those appends have not made durable yet.
+        """
+        if not self._open or len(self._inflight) >= self._max_inflight:
+            return
+        result, self._open = self._open, Result()
+        pending = _Pending(result, time.monotonic())
+        self._inflight.append(pending)
+        if not result.records:
+            pending.done = True
+            return
         assert self._writer is not None
-        raw = [encode_record(r.key, r.value) for r in records]
-        started = time.monotonic()
-        offsets = self._writer.write(raw)
-        self._observer.appended(self.name, len(records), time.monotonic() - started)
+        pending.raw = [encode_record(r.key, r.value) for r in result.records]
+        self._writer.submit(pending.raw, functools.partial(self._delivered, pending))
+
+    def _delivered(self, pending: _Pending, offsets: list[int], error: AppendError | None) -> None:
+        """From the writer's thread (or inline): mark done and wake the shard's thread."""
+        pending.offsets, pending.error = offsets, error
+        pending.done = True
+        self._queue.put(_WAKE)
+        self._wake.set()
+
+    def _release(self) -> None:
+        """Store and answer finished appends, oldest first (write, then answer)."""
+        while self._inflight and self._inflight[0].done:
+            pending = self._inflight.popleft()
+            if pending.error is not None:
+                self._failed(pending.error, [pending, *self._inflight])
+                return
+            if pending.result.records:
+                self._store(pending)
+            self._remember(pending.result.replies)
+            self.parts.replies.send(pending.result.replies)
+
+    def _flush(self, timeout_s: float) -> None:
+        """Append everything handled so far and wait until it is answered."""
+        deadline = time.monotonic() + timeout_s
+        while self._open or self._inflight:
+            self._wake.clear()
+            self._release()
+            self._submit_open()
+            self._release()
+            if not (self._open or self._inflight):
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AppendError(
+                    f"{self.name}: appends not acknowledged in {timeout_s}s", retriable=True
+                )
+            self._wake.wait(min(remaining, 0.5))
+
+    def _failed(self, error: AppendError, lost: list[_Pending]) -> None:
+        """An append failed: it and everything after it is unanswered, then rebuild."""
+        self._inflight.clear()
+        replies = [r for p in lost for r in p.result.replies] + self._open.replies
+        self._open = Result()
+        self.parts.replies.send(self._unavailable(replies))
+        if isinstance(error, WriterFencedError):
+            raise error
+        log.warning("append failed; reloading shard", shard=self.name, error=str(error))
+        if self._writer is not None:
+            self._writer.close()
+        self._writer = self.parts.make_writer()
+        self._load()
+
+    def _store(self, pending: _Pending) -> None:
+        """Fold a durable batch into the cache with the checkpoint after it."""
         changes: dict[bytes, Change] = {}
         policy = self.parts.policy
-        for record, (key, value) in zip(records, raw, strict=True):
+        for record, (key, value) in zip(pending.result.records, pending.raw, strict=True):
             if value is None or record.value is None:
                 changes[key] = Change(None)
             else:
                 changes[key] = Change(value, policy.expiry(record.key, record.value))
         self.parts.store.apply(
-            changes, next_offset=max(offsets) + 1, identity=self.parts.identity,
+            changes, next_offset=max(pending.offsets) + 1, identity=self.parts.identity,
             now_ms=self._clock_ms(),
         )  # fmt: skip
         self.stats.batches += 1
-        self.stats.records_written += len(records)
+        self.stats.records_written += len(pending.raw)
+        self._observer.appended(self.name, len(pending.raw), time.monotonic() - pending.submitted)
 
     def _unavailable(self, replies: list[Reply]) -> list[Reply]:
         return [Reply(r.to, r.api, self.unavailable) for r in replies]
@@ -292,9 +371,12 @@ class ShardHost:
     def _shutdown(self) -> None:
         self.state = HostState.STOPPED
         self._active.clear()
-        parked: list[Reply] = []
+        # Unanswered appends may still land; a retriable error lets callers retry.
+        parked = [r for p in self._inflight for r in p.result.replies] + self._open.replies
+        self._inflight.clear()
+        self._open = Result()
         if self.shard is not None:
-            parked = self.shard.on_unloaded()
+            parked += self.shard.on_unloaded()
         while True:
             try:
                 event = self._queue.get_nowait()

@@ -1,9 +1,10 @@
 """Durable appends of one shard's batches to its own partition.
 
-A batch is appended as a unit and ``write`` returns only once every record is
+A batch is appended as a unit and is reported durable only once every record is
 acknowledged by all in-sync replicas. The transactional writer also fences
 zombies: opening it with the shard's fixed ``transactional.id`` makes the broker
-reject any older writer still holding that id.
+reject any older writer still holding that id. It appends one batch at a time;
+:class:`~.epoch_writer.LeaderEpochWriter` pipelines them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from kafkacoord.storage.clients import durable_producer
 from kafkacoord.storage.errors import AppendError
 
 RawRecord = tuple[bytes, bytes | None]
+# Called once per batch with its offsets, or with the error that lost it.
+Delivered = Callable[[list[int], AppendError | None], None]
 
 
 class WriterFencedError(AppendError):
@@ -28,7 +31,25 @@ class ShardWriter(Protocol):
     def write(self, records: Sequence[RawRecord]) -> list[int]:
         """Append and wait; returns each record's offset."""
 
+    def submit(self, records: Sequence[RawRecord], done: Delivered) -> None:
+        """Append; ``done`` runs once the batch is durable or lost, in submission order."""
+
     def close(self) -> None: ...
+
+
+class _SubmitByWriting:
+    """``submit`` for writers that append one batch at a time: write, then report."""
+
+    def write(self, records: Sequence[RawRecord]) -> list[int]:
+        raise NotImplementedError
+
+    def submit(self, records: Sequence[RawRecord], done: Delivered) -> None:
+        try:
+            offsets = self.write(records)
+        except AppendError as exc:
+            done([], exc)
+            return
+        done(offsets, None)
 
 
 class _Deliveries:
@@ -60,20 +81,24 @@ def _produce_all(
     return deliveries
 
 
-def _raise_for(err: KafkaError | KafkaException, where: str) -> None:
+def append_error(err: KafkaError | KafkaException, where: str) -> AppendError:
     error = err.args[0] if isinstance(err, KafkaException) else err
     code = error.code() if isinstance(error, KafkaError) else None
     text = error.str() if isinstance(error, KafkaError) else str(error)
     if code in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
-        raise WriterFencedError(
+        return WriterFencedError(
             f"{where}: fenced by a newer writer: {text}", retriable=False, fatal=True
         )
     fatal = isinstance(error, KafkaError) and error.fatal()
     retriable = isinstance(error, KafkaError) and error.retriable()
-    raise AppendError(f"{where}: {text}", retriable=retriable, fatal=fatal)
+    return AppendError(f"{where}: {text}", retriable=retriable, fatal=fatal)
 
 
-class TransactionalWriter:
+def _raise_for(err: KafkaError | KafkaException, where: str) -> None:
+    raise append_error(err, where)
+
+
+class TransactionalWriter(_SubmitByWriting):
     def __init__(
         self,
         bootstrap: str,
@@ -119,7 +144,7 @@ class TransactionalWriter:
         self._producer.flush(1)
 
 
-class IdempotentWriter:
+class IdempotentWriter(_SubmitByWriting):
     def __init__(self, bootstrap: str, topic: str, partition: int, *, client_id: str) -> None:
         self.topic = topic
         self.partition = partition

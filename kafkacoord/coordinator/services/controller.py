@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable
 
 import structlog
@@ -24,6 +25,7 @@ from ..controller.config import ControllerConfig
 from ..controller.shard import ControllerShard
 from ..protocol import CONTROLLER_APIS, ErrorCode
 from ..runtime.host import HostParts, HostState, ShardHost
+from ..runtime.observer import HostObserver
 from ..runtime.shard import Request
 from ..runtime.writer import TransactionalWriter
 from ..settings import Settings
@@ -47,12 +49,18 @@ class ControllerService:
         config: ControllerConfig,
         incarnation: str | None = None,
         on_change: Callable[[bool], None] | None = None,
+        observer: HostObserver | None = None,
+        identity_probe: Callable[[str], str | None] | None = None,
     ) -> None:
         self.settings = settings
         self.config = config
         self.incarnation = incarnation or uuid.uuid4().hex
         self.host: ShardHost | None = None
         self.activations = 0
+        # Shared by every shard this service builds: elections counted for the process.
+        self.elections: Counter[str] = Counter()
+        self._observer = observer
+        self._identity_probe = identity_probe
         self._bootstrap = bootstrap
         self._cache = cache
         self._identity = identity
@@ -68,7 +76,10 @@ class ControllerService:
             client_id=f"{name}-controller",
         )  # fmt: skip
         self._election = ControllerElection(
-            bootstrap, topics.metadata, f"{topics.prefix}controller", client_id=f"{name}-elect",
+            # One election group per life of the metadata topic: consumers of a broker's
+            # previous life that rejoined the old group can never hold this election up.
+            bootstrap, topics.metadata, f"{topics.prefix}controller-{identity}",
+            client_id=f"{name}-elect",
             on_elected=self._activate, on_lost=self._deactivate,
             session_timeout_ms=settings.controller_session_timeout_ms,
         )  # fmt: skip
@@ -77,6 +88,21 @@ class ControllerService:
     def active(self) -> bool:
         host = self.host
         return host is not None and host.state is HostState.ACTIVE
+
+    @property
+    def elected(self) -> bool:
+        """This daemon holds the election lease (it may still be loading)."""
+        return self._election.active
+
+    @property
+    def epoch(self) -> int | None:
+        """The epoch this daemon's controller writes with, while it is active."""
+        shard = self.shard
+        return shard.epoch if shard is not None and shard.active else None
+
+    @property
+    def receiver(self) -> RequestReceiver:
+        return self._receiver
 
     @property
     def shard(self) -> ControllerShard | None:
@@ -94,13 +120,18 @@ class ControllerService:
             ),
             topics.metadata, metadata_policy(), strict=s.strict_records,
             chunk_records=s.load_chunk_records,
+            # A load from a broker that lost the topic must not mix into the old cache.
+            identity_probe=None if (probe := self._identity_probe) is None
+            else lambda: probe(topics.metadata),
         )  # fmt: skip
         return HostParts(
             store=self._cache.shard(ShardId(topics.metadata, 0)),
             identity=self._identity,
             policy=metadata_policy(),
             recover=lambda: recovery.recover([0], self._identity)[0],
-            make_shard=lambda: ControllerShard(self.config, s.node_id, self.incarnation),
+            make_shard=lambda: ControllerShard(
+                self.config, s.node_id, self.incarnation, elections=self.elections
+            ),
             make_writer=lambda: TransactionalWriter(
                 self._bootstrap, topics.metadata, 0, transactional_id=f"{topics.prefix}controller"
             ),
@@ -115,7 +146,7 @@ class ControllerService:
             log.info("activating controller", node_id=self.settings.node_id)
             self.host = ShardHost(
                 "controller", self._parts(), unavailable=ErrorCode.NOT_CONTROLLER,
-                on_stopped=self._stopped,
+                on_stopped=self._stopped, observer=self._observer,
             ).start()  # fmt: skip
             self._receiver.assign([0])
         if self._on_change is not None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import structlog
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from kafkacoord.storage.clients import base_config
+from kafkacoord.storage.clients import base_config, close_after
 
 log = structlog.get_logger(__name__)
 
@@ -46,6 +46,9 @@ class ControllerElection:
                     "enable.auto.commit": False,
                     "session.timeout.ms": session_timeout_ms,
                     "heartbeat.interval.ms": heartbeat_interval_ms,
+                    # The rebalance timeout: a member that vanished mid-rebalance (a consumer
+                    # of a broker's previous life, say) holds the election up this long at most.
+                    "max.poll.interval.ms": max(session_timeout_ms, 10_000),
                     "partition.assignment.strategy": "range",
                 },
             )
@@ -86,4 +89,4 @@ class ControllerElection:
         if self.active:
             self.active = False
             self._on_lost()
-        self._consumer.close()
+        close_after(self._thread, self._consumer)

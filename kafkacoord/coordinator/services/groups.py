@@ -11,10 +11,14 @@ seconds, so a failover replays only what the old leader wrote since.
 from __future__ import annotations
 
 import threading
+import time
+import uuid
+from collections.abc import Callable
 
 import structlog
 
-from kafkacoord.codecs.models import PartitionValue
+from kafkacoord.codecs import encode_record
+from kafkacoord.codecs.models import PartitionValue, ShardLeaderKey, ShardLeaderValue
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.fold import offsets_policy
@@ -24,9 +28,10 @@ from ..agent import NodeAgent
 from ..groups.config import GroupConfig
 from ..groups.shard import GroupShard
 from ..protocol import GROUP_APIS, ErrorCode
+from ..runtime.epoch_writer import LeaderEpochWriter, SharedProducer
 from ..runtime.host import HostParts, HostState, ShardHost
+from ..runtime.observer import HostObserver
 from ..runtime.shard import Request
-from ..runtime.writer import TransactionalWriter
 from ..settings import Settings
 from ..transport import ReplySender, RequestReceiver
 
@@ -44,9 +49,17 @@ class GroupService:
         *,
         config: GroupConfig,
         warm_interval_s: float = 2.0,
+        observer: HostObserver | None = None,
+        identity_probe: Callable[[str], str | None] | None = None,
     ) -> None:
         self.settings = settings
         self.config = config
+        self._observer = observer
+        self._incarnation = uuid.uuid4().hex
+        self._appends = SharedProducer(
+            bootstrap, f"kafkacoord-{settings.node_id}-offsets",
+            timeout_s=config.offsets_commit_timeout_ms / 1000,
+        )  # fmt: skip
         self.topic = settings.topics.offsets
         self.hosts: dict[int, ShardHost] = {}
         self.followed: set[int] = set()
@@ -69,6 +82,8 @@ class GroupService:
             ),
             self.topic, offsets_policy(settings.offsets_retention_ms),
             strict=settings.strict_records, chunk_records=settings.load_chunk_records,
+            # A load from a broker that lost the topic must not mix into the old cache.
+            identity_probe=None if identity_probe is None else lambda: identity_probe(self.topic),
         )  # fmt: skip
         self._receiver = RequestReceiver(
             bootstrap, settings.topics.group_requests, GROUP_APIS, self._dispatch, replies,
@@ -89,7 +104,7 @@ class GroupService:
             host = self.hosts.get(partition)
             if host is not None and host.state is not HostState.STOPPED:
                 return  # a second load of a loaded shard is a no-op
-            self.hosts[partition] = self._host(partition).start()
+            self.hosts[partition] = self._host(partition, state.leader_epoch).start()
             self._receiver.assign(self.hosts)
         log.info("immigrating group shard", partition=partition, leader_epoch=state.leader_epoch)
 
@@ -128,22 +143,34 @@ class GroupService:
 
     # -- hosting ---------------------------------------------------------------------------
 
-    def _host(self, partition: int) -> ShardHost:
-        prefix = self.settings.topics.prefix
+    def _host(self, partition: int, leader_epoch: int) -> ShardHost:
         parts = HostParts(
             store=self._cache.shard(ShardId(self.topic, partition)),
             identity=self._identity,
             policy=offsets_policy(self.settings.offsets_retention_ms),
             recover=lambda: self._recover([partition])[partition],
             make_shard=lambda: GroupShard(self.config, partition),
-            make_writer=lambda: TransactionalWriter(
-                self._bootstrap, self.topic, partition,
-                transactional_id=f"{prefix}offsets-{partition}",
-                timeout_s=self.config.offsets_commit_timeout_ms / 1000,
-            ),
+            make_writer=lambda: self._writer(partition, leader_epoch),
             replies=self._replies,
         )  # fmt: skip
-        return ShardHost(f"offsets-{partition}", parts, unavailable=ErrorCode.NOT_COORDINATOR)
+        return ShardHost(
+            f"offsets-{partition}", parts, unavailable=ErrorCode.NOT_COORDINATOR,
+            observer=self._observer,
+        )  # fmt: skip
+
+    def _writer(self, partition: int, leader_epoch: int) -> LeaderEpochWriter:
+        """Opening the writer announces this daemon as the shard's leader (the fence)."""
+        marker = ShardLeaderValue(
+            leader_epoch, self.settings.node_id, self._incarnation, int(time.time() * 1000)
+        )
+        return LeaderEpochWriter(
+            self._appends, self.topic, partition,
+            epoch=leader_epoch, marker=encode_record(ShardLeaderKey(), marker),
+        )  # fmt: skip
+
+    @property
+    def receiver(self) -> RequestReceiver:
+        return self._receiver
 
     def _recover(self, partitions: list[int]) -> dict[int, ShardLoad]:
         with self._load_lock:
@@ -174,4 +201,5 @@ class GroupService:
             hosts, self.hosts = list(self.hosts.values()), {}
         for host in hosts:
             host.stop()
+        self._appends.close()
         self._warmer.join(timeout=5)

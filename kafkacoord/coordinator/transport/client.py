@@ -22,7 +22,7 @@ import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kafkacoord.codecs.models import ResponseValue
-from kafkacoord.storage.clients import base_config, durable_producer
+from kafkacoord.storage.clients import base_config, close_after, durable_producer
 
 from ..protocol import Body, ErrorCode
 from ..protocol.apis import decode_response
@@ -221,9 +221,10 @@ class RequestClient:
 
     def close(self) -> None:
         self._closing.set()
-        if getattr(self, "_thread", None) is not None and self._thread.is_alive():
-            self._thread.join(timeout=5)
-        self._consumer.close()
+        if getattr(self, "_thread", None) is not None:
+            close_after(self._thread, self._consumer)
+        else:
+            self._consumer.close()
         self._producer.flush(5)
         with self._lock:
             pending, self._pending = self._pending, {}

@@ -24,7 +24,7 @@ from confluent_kafka import (
 )
 
 from kafkacoord.codecs import CodecError
-from kafkacoord.storage.clients import base_config
+from kafkacoord.storage.clients import base_config, close_after
 
 from ..protocol import ApiSpec, ErrorCode, ProtocolError, decode_request
 from ..runtime.shard import Reply, Request, RequestRef
@@ -58,6 +58,8 @@ class RequestReceiver:
         self.poison = 0
         self.expired = 0
         self.received = 0
+        # Errors this receiver answered itself, before any shard saw the request.
+        self.rejected: dict[str, int] = {}
         self._wanted: set[int] = set()
         self._assigned: set[int] = set()
         self._skipping: set[int] = set()
@@ -142,15 +144,19 @@ class RequestReceiver:
         except ProtocolError as exc:
             log.info("rejected malformed request", api=envelope.api, client=envelope.client_id,
                      reason=exc.message)  # fmt: skip
+            self._count_reject(exc.code)
             self._replies.send([Reply(ref, envelope.api, exc.code, None, exc.message)])
             return
         self.received += 1
         self._dispatch(partition, Request(ref, envelope.api, body, deadline))
 
     def reject(self, request: Request, code: ErrorCode, message: str | None = None) -> None:
+        self._count_reject(code)
         self._replies.send([Reply(request.ref, request.api, code, None, message)])
+
+    def _count_reject(self, code: ErrorCode) -> None:
+        self.rejected[code.name] = self.rejected.get(code.name, 0) + 1
 
     def close(self) -> None:
         self._closing.set()
-        self._thread.join(timeout=5)
-        self._consumer.close()
+        close_after(self._thread, self._consumer)

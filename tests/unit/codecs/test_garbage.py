@@ -36,6 +36,8 @@ from kafkacoord.codecs.models import (
     RequestValue,
     ResponseKey,
     ResponseValue,
+    ShardLeaderKey,
+    ShardLeaderValue,
     TopicKey,
     TopicValue,
 )
@@ -87,6 +89,7 @@ SAMPLES: dict[RecordType, tuple[AvroModel, AvroModel]] = {
         OffsetCommitKey("group-1", "orders", 0),
         OffsetCommitValue(42, "meta", T0, 3, None),
     ),
+    RecordType.SHARD_LEADER: (ShardLeaderKey(), ShardLeaderValue(4, 2, "inc-2", T0)),
     RecordType.REQUEST: (
         RequestKey("client-1"),
         RequestValue("client-1", 9, "JoinGroup", 1, 3, T0, 30_000, b"\x01\x02"),
@@ -191,14 +194,23 @@ def test_trailing_bytes_after_value(rtype: RecordType) -> None:
         decode_record(raw_key, raw_value + b"\x00")
 
 
+# Same field types in the same order: Avro cannot tell these bodies apart.
+SAME_SHAPE = {frozenset({RecordType.CONTROLLER, RecordType.SHARD_LEADER})}
+
+
 @pytest.mark.parametrize(
     ("writer", "reader"),
-    [(w, r) for w in sorted(SPECS) for r in sorted(SPECS) if w != r],
+    [
+        (w, r)
+        for w in sorted(SPECS)
+        for r in sorted(SPECS)
+        if w != r and frozenset({w, r}) not in SAME_SHAPE
+    ],
     ids=lambda t: t.name,
 )
 def test_value_of_another_record_type(writer: RecordType, reader: RecordType) -> None:
     # Avro is not self-describing, so a foreign body is only caught when it does not fit
-    # the schema; for these realistic samples it never does.
+    # the schema; for these realistic samples of differently shaped records it never does.
     raw_key = ENCODED[reader][0]
     foreign = ENCODED[writer][1]
     with pytest.raises(CodecError, match=r"^value: "):

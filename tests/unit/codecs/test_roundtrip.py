@@ -41,6 +41,8 @@ from kafkacoord.codecs.models import (
     RequestValue,
     ResponseKey,
     ResponseValue,
+    ShardLeaderKey,
+    ShardLeaderValue,
     TopicKey,
     TopicValue,
 )
@@ -96,6 +98,7 @@ KEYS: dict[RecordType, st.SearchStrategy[Any]] = {
     RecordType.PARTITION: st.builds(PartitionKey, topic=texts, partition=ints),
     RecordType.GROUP_METADATA: st.builds(GroupMetadataKey, group=texts),
     RecordType.OFFSET_COMMIT: st.builds(OffsetCommitKey, group=texts, topic=texts, partition=ints),
+    RecordType.SHARD_LEADER: st.just(ShardLeaderKey()),
     RecordType.REQUEST: st.builds(RequestKey, client_id=texts),
     RecordType.RESPONSE: st.builds(ResponseKey, client_id=texts),
 }
@@ -158,6 +161,9 @@ VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
         commit_timestamp_ms=longs,
         leader_epoch=ints,
         expire_timestamp_ms=st.none() | longs,
+    ),
+    RecordType.SHARD_LEADER: st.builds(
+        ShardLeaderValue, leader_epoch=ints, node_id=ints, incarnation=texts, activated_ms=longs
     ),
     RecordType.REQUEST: st.builds(
         RequestValue,

@@ -23,11 +23,14 @@ from kafkacoord.codecs.models import (
     PartitionKey,
     PartitionState,
     PartitionValue,
+    ShardLeaderKey,
+    ShardLeaderValue,
     TopicKey,
     TopicValue,
 )
 from kafkacoord.storage.cache import NO_EXPIRY, Change
 from kafkacoord.storage.errors import PoisonRecordError
+from kafkacoord.storage.fencing import epoch_headers
 from kafkacoord.storage.fold import (
     ChunkFolder,
     FoldPolicy,
@@ -45,8 +48,18 @@ METADATA = "__kc_metadata"
 class Rec:
     """A consumed record as ChunkFolder sees it: key, value and offset."""
 
-    def __init__(self, key: bytes | None, value: bytes | None, offset: int) -> None:
+    def __init__(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        offset: int,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
         self._key, self._value, self._offset = key, value, offset
+        self._headers = headers
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return self._headers
 
     def key(self) -> bytes | None:
         return self._key
@@ -518,3 +531,47 @@ def test_valid_commit_with_negative_explicit_expiry_can_be_applied(tmp_path: Any
         store = cache.shard(ShardId(OFFSETS, 0))
         store.apply(changes, next_offset=1, identity="id", now_ms=0)
         assert store.get(a) == oc_value(1, expire=-2)
+
+
+# -- leader-epoch fencing of group shards -------------------------------------------------
+
+
+def leader(epoch: int, offset: int) -> Rec:
+    marker = encode_value(ShardLeaderValue(epoch, 1, "inc", T0))
+    return Rec(encode_key(ShardLeaderKey()), marker, offset, epoch_headers(epoch))
+
+
+def tagged(key: bytes, value: bytes | None, offset: int, epoch: int) -> Rec:
+    return Rec(key, value, offset, epoch_headers(epoch))
+
+
+def test_records_of_a_deposed_leader_after_the_new_marker_are_ignored() -> None:
+    folder = offsets_folder()
+    messages = [
+        leader(3, 0),
+        tagged(oc_key(), oc_value(10), 1, 3),  # epoch 3 while it led: kept
+        leader(4, 2),
+        tagged(oc_key(), oc_value(99), 3, 3),  # zombie of epoch 3: ignored
+        tagged(oc_key("h"), None, 4, 3),  # a zombie tombstone too
+        tagged(oc_key("h"), oc_value(7), 5, 4),
+    ]
+    changes, stats = folder.fold(0, messages)
+    assert changes[oc_key()].value == oc_value(10)
+    assert changes[oc_key("h")].value == oc_value(7)
+    assert stats.fenced == 2
+    assert folder.fence.epoch == 4
+
+
+def test_the_fence_carries_across_chunks_and_resumes_from_the_cache() -> None:
+    folder = ChunkFolder(OFFSETS, offsets_policy(RETENTION), leader_epoch=5)
+    changes, stats = folder.fold(0, [tagged(oc_key(), oc_value(1), 9, 4)])
+    assert changes == {} and stats.fenced == 1
+    # An older marker does not lower the fence.
+    changes, stats = folder.fold(0, [leader(2, 10), tagged(oc_key(), oc_value(2), 11, 2)])
+    assert oc_key() not in changes and stats.fenced == 2
+
+
+def test_untagged_records_are_admitted() -> None:
+    folder = ChunkFolder(OFFSETS, offsets_policy(RETENTION), leader_epoch=5)
+    changes, _ = folder.fold(0, chunk((oc_key(), oc_value(3))))
+    assert changes[oc_key()].value == oc_value(3)

@@ -1,0 +1,183 @@
+"""Metrics read at scrape time: the daemon's status, start-up loads and poison counts.
+
+Custom collectors keep the hot paths free of metric updates: the numbers already live
+in the services (counters, host states) and are only read when Prometheus asks.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from kafkacoord.storage.recovery import ShardLoad
+
+from ..runtime.host import HostState
+from .status import DaemonStatus
+
+POISON_MODULE = "kafkacoord.storage.poison"
+
+PoisonCounts = Callable[[], Mapping[str, int]]
+Loads = Callable[[], Mapping[str, Mapping[int, ShardLoad]]]
+
+
+class _StatusFamilies:
+    """One scrape's metric families of :class:`StatusCollector`."""
+
+    def __init__(self) -> None:
+        gauge, counter = GaugeMetricFamily, CounterMetricFamily
+        self.started = gauge(
+            "kafkacoord_started", "1 once start-up finished (topics, cache, services)."
+        )
+        self.active = gauge(
+            "kafkacoord_controller_active", "1 while this daemon is the active controller."
+        )
+        self.epoch = gauge(
+            "kafkacoord_controller_epoch",
+            "Epoch of this daemon's controller; present only while it is active.",
+        )
+        self.activations = counter(
+            "kafkacoord_controller_activations", "Times this daemon became the controller."
+        )
+        self.elections = counter(
+            "kafkacoord_leader_elections",
+            "Partition leader elections this daemon's controller decided, by kind.",
+            labels=["kind"],
+        )
+        self.shards = gauge(
+            "kafkacoord_shards", "Shards this daemon leads, by host state.", labels=["state"]
+        )
+        self.received = counter(
+            "kafkacoord_requests_received",
+            "Well-formed requests handed to a shard, by request topic.",
+            labels=["topic"],
+        )
+        self.skipped = counter(
+            "kafkacoord_requests_skipped",
+            "Requests dropped unanswered: malformed envelope (poison) or expired.",
+            labels=["topic", "reason"],
+        )
+        self.rejected = counter(
+            "kafkacoord_request_rejects",
+            "Errors the receiver answered itself, before any shard, by error code.",
+            labels=["topic", "error"],
+        )
+
+    def all(self) -> list[Metric]:
+        return [
+            self.started, self.active, self.epoch, self.activations, self.elections,
+            self.shards, self.received, self.skipped, self.rejected,
+        ]  # fmt: skip
+
+
+class StatusCollector:
+    """Controller role and epoch, elections, shard states and request counters."""
+
+    def __init__(self, read: Callable[[], DaemonStatus]) -> None:
+        self._read = read
+
+    def describe(self) -> Iterable[Metric]:
+        return _StatusFamilies().all()
+
+    def collect(self) -> Iterable[Metric]:
+        status = self._read()
+        f = _StatusFamilies()
+        f.started.add_metric([], 1 if status.started else 0)
+        controller = status.controller
+        f.active.add_metric([], 1 if controller is not None and controller.active else 0)
+        if controller is not None:
+            if controller.epoch is not None:
+                f.epoch.add_metric([], controller.epoch)
+            f.activations.add_metric([], controller.activations)
+            for kind, count in sorted(controller.elections.items()):
+                f.elections.add_metric([kind], count)
+        for state in HostState:
+            f.shards.add_metric([state.name], sum(s is state for s in status.shards.values()))
+        for topic, counts in sorted(status.receivers.items()):
+            f.received.add_metric([topic], counts.received)
+            f.skipped.add_metric([topic, "poison"], counts.poison)
+            f.skipped.add_metric([topic, "expired"], counts.expired)
+            for error, count in sorted(counts.rejected.items()):
+                f.rejected.add_metric([topic, error], count)
+        return f.all()
+
+
+class RecoveryCollector:
+    """What the start-up recovery replayed into the cache, per internal-topic partition."""
+
+    def __init__(self, loads: Loads) -> None:
+        self._loads = loads
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        labels = ["topic", "partition"]
+        return (
+            GaugeMetricFamily(
+                "kafkacoord_recovery_seconds",
+                "Seconds from the start of recovery until the partition was read to its end.",
+                labels=labels,
+            ),
+            GaugeMetricFamily(
+                "kafkacoord_recovery_records",
+                "Log records the start-up recovery replayed from the partition.",
+                labels=labels,
+            ),
+        )
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families()
+
+    def collect(self) -> Iterable[Metric]:
+        seconds, records = self._families()
+        for topic, loads in sorted(dict(self._loads()).items()):
+            for partition, load in sorted(dict(loads).items()):
+                labels = [topic, str(partition)]
+                seconds.add_metric(labels, load.seconds)
+                records.add_metric(labels, load.stats.records)
+        return (seconds, records)
+
+
+class PoisonCollector:
+    """Undecodable records skipped in this process, by topic."""
+
+    def __init__(self, counts: PoisonCounts) -> None:
+        self._counts = counts
+
+    @staticmethod
+    def _family() -> CounterMetricFamily:
+        return CounterMetricFamily(
+            "kafkacoord_poison_records_skipped",
+            "Undecodable (poison) records skipped in this process, by topic.",
+            labels=["topic"],
+        )
+
+    def describe(self) -> Iterable[Metric]:
+        return (self._family(),)
+
+    def collect(self) -> Iterable[Metric]:
+        family = self._family()
+        for topic, count in sorted(dict(self._counts()).items()):
+            family.add_metric([topic], count)
+        return (family,)
+
+
+def poison_counts_source() -> PoisonCounts | None:
+    """``kafkacoord.storage.poison.poison_counts`` when this build has it, else ``None``."""
+    try:
+        module = importlib.import_module(POISON_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != POISON_MODULE:
+            raise
+        return None
+    counts = getattr(module, "poison_counts", None)
+    return counts if callable(counts) else None
+
+
+__all__ = [
+    "PoisonCollector",
+    "PoisonCounts",
+    "RecoveryCollector",
+    "StatusCollector",
+    "poison_counts_source",
+]

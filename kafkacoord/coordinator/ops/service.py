@@ -1,0 +1,97 @@
+"""One daemon's operations surface: its metrics registry, the shard hosts' observer,
+and the ``/metrics`` + ``/health`` server.
+
+Each daemon gets its own :class:`CollectorRegistry` (never the process-global one),
+so several daemons' worth of metrics can live in one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+from prometheus_client import CollectorRegistry, Info
+
+from kafkacoord import __version__
+
+from ..services.controller import ControllerService
+from ..services.groups import GroupService
+from .collectors import (
+    Loads,
+    PoisonCollector,
+    PoisonCounts,
+    RecoveryCollector,
+    StatusCollector,
+    poison_counts_source,
+)
+from .health import Health, evaluate
+from .http import OpsServer, ops_app
+from .observer import PrometheusObserver
+from .probe import BrokerProbe
+from .status import DaemonStatus, StatusSource
+
+log = structlog.get_logger(__name__)
+
+DISABLED_PORT = -1
+
+
+class OpsService:
+    def __init__(
+        self,
+        node_id: int,
+        *,
+        started: Callable[[], bool],
+        controller: Callable[[], ControllerService | None],
+        groups: Callable[[], GroupService | None],
+        loads: Loads,
+        poison_counts: PoisonCounts | None = None,
+    ) -> None:
+        self.registry = CollectorRegistry()
+        self.observer = PrometheusObserver(self.registry)
+        self.source = StatusSource(node_id, started=started, controller=controller, groups=groups)
+        self.server: OpsServer | None = None
+        self._probe: BrokerProbe | None = None
+        self.registry.register(StatusCollector(self.source.read))
+        self.registry.register(RecoveryCollector(loads))
+        counts = poison_counts if poison_counts is not None else poison_counts_source()
+        if counts is not None:
+            self.registry.register(PoisonCollector(counts))
+        build = Info(
+            "kafkacoord_build", "Version and node id of this daemon.", registry=self.registry
+        )
+        build.info({"version": __version__, "node_id": str(node_id)})
+
+    def watch_broker(self, bootstrap: str) -> None:
+        """Health checks ask this broker from now on."""
+        self._probe = BrokerProbe(bootstrap)
+
+    def status(self) -> DaemonStatus:
+        probe = self._probe
+        return self.source.read(None if probe is None else probe.reachable())
+
+    def health(self) -> Health:
+        # Before watch_broker the daemon is still starting, which evaluate reports.
+        return evaluate(self.status())
+
+    def serve(self, host: str, port: int) -> OpsServer | None:
+        """Start the HTTP endpoint; a port in use is logged, not fatal (metrics are optional)."""
+        if port == DISABLED_PORT:
+            log.info("metrics and health endpoint disabled")
+            return None
+        try:
+            self.server = OpsServer(host, port, ops_app(self.registry, self.health)).start()
+        except OSError as exc:
+            log.warning("metrics and health endpoint not started", host=host, port=port,
+                        error=str(exc))  # fmt: skip
+            return None
+        log.info("metrics and health endpoint listening", url=self.server.url,
+                 host=host, port=self.server.port)  # fmt: skip
+        return self.server
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+
+__all__ = ["DISABLED_PORT", "OpsService"]

@@ -1,0 +1,122 @@
+"""A point-in-time view of one daemon, read from its services without any I/O.
+
+Both ``/health`` and the metrics collectors work from a :class:`DaemonStatus`, so they
+always agree on what the daemon is doing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from ..runtime.host import HostState
+from ..services.controller import ControllerService
+from ..services.groups import GroupService
+from ..transport import RequestReceiver
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerStatus:
+    elected: bool
+    """This daemon holds the controller election lease."""
+    active: bool
+    """Elected, loaded, and not superseded: it decides."""
+    epoch: int | None
+    """The epoch it writes with, while active."""
+    activations: int
+    elections: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverCounts:
+    received: int
+    poison: int
+    expired: int
+    rejected: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonStatus:
+    node_id: int
+    started: bool
+    """Start-up finished: topics checked, cache loaded, services running."""
+    broker_reachable: bool | None = None
+    """``None`` when not probed."""
+    controller: ControllerStatus | None = None
+    shards: Mapping[str, HostState] = field(default_factory=dict)
+    """The shards this daemon leads, by host name (``controller``, ``offsets-N``)."""
+    receivers: Mapping[str, ReceiverCounts] = field(default_factory=dict)
+    """Request receivers by request topic."""
+
+
+def _receiver_counts(receiver: RequestReceiver) -> ReceiverCounts:
+    return ReceiverCounts(
+        receiver.received, receiver.poison, receiver.expired, dict(receiver.rejected)
+    )
+
+
+class StatusSource:
+    """Reads a :class:`DaemonStatus` from the daemon's services (they may not exist yet)."""
+
+    def __init__(
+        self,
+        node_id: int,
+        *,
+        started: Callable[[], bool],
+        controller: Callable[[], ControllerService | None],
+        groups: Callable[[], GroupService | None],
+    ) -> None:
+        self.node_id = node_id
+        self._started = started
+        self._controller = controller
+        self._groups = groups
+
+    def read(self, broker_reachable: bool | None = None) -> DaemonStatus:
+        shards: dict[str, HostState] = {}
+        receivers: dict[str, ReceiverCounts] = {}
+        controller = self._controller()
+        controller_status = None
+        if controller is not None:
+            elected = controller.elected
+            host = controller.host
+            # A host left behind by a lost lease is not this daemon's to serve.
+            if elected and host is not None:
+                shards[host.name] = host.state
+            controller_status = ControllerStatus(
+                elected=elected,
+                active=controller.active,
+                epoch=controller.epoch,
+                activations=controller.activations,
+                elections=dict(controller.elections),
+            )
+            receivers[controller.receiver.topic] = _receiver_counts(controller.receiver)
+        groups = self._groups()
+        if groups is not None:
+            for host in list(groups.hosts.values()):
+                shards[host.name] = host.state
+            receivers[groups.receiver.topic] = _receiver_counts(groups.receiver)
+        return DaemonStatus(
+            node_id=self.node_id,
+            started=self._started(),
+            broker_reachable=broker_reachable,
+            controller=controller_status,
+            shards=shards,
+            receivers=receivers,
+        )
+
+
+def shard_sort_key(name: str) -> tuple[str, int]:
+    """``controller`` first, then ``offsets-N`` by N."""
+    base, _, number = name.rpartition("-")
+    if number.isdigit():
+        return (base, int(number))
+    return ("", 0) if name == "controller" else (name, -1)
+
+
+__all__ = [
+    "ControllerStatus",
+    "DaemonStatus",
+    "ReceiverCounts",
+    "StatusSource",
+    "shard_sort_key",
+]

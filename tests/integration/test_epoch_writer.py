@@ -1,0 +1,146 @@
+"""Leader-epoch fencing of group-shard appends on a real broker.
+
+A deposed leader (epoch 1) keeps writing after a new leader (epoch 2) announced
+itself: the old writer must never report those writes durable, and every reader
+of the log must ignore them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafkacoord.codecs import encode_key, encode_record, encode_value
+from kafkacoord.codecs.models import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+    ShardLeaderKey,
+    ShardLeaderValue,
+)
+from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter, SharedProducer
+from kafkacoord.coordinator.runtime.writer import RawRecord, WriterFencedError
+from kafkacoord.storage.cache import ShardId, StateCache
+from kafkacoord.storage.clients import admin_client, replay_consumer
+from kafkacoord.storage.errors import AppendError
+from kafkacoord.storage.fold import offsets_policy
+from kafkacoord.storage.recovery import ShardRecovery
+from kafkacoord.storage.topics import InternalTopics, ensure_topics, topic_identities
+
+from .helpers import append_all, read_partition
+
+pytestmark = pytest.mark.integration
+
+
+def commit(offset: int, group: str = "g") -> RawRecord:
+    return encode_record(OffsetCommitKey(group, "orders", 0), OffsetCommitValue(offset, "", 1))
+
+
+def marker(epoch: int, node: int) -> RawRecord:
+    return encode_record(ShardLeaderKey(), ShardLeaderValue(epoch, node, f"n{node}", 1))
+
+
+@pytest.fixture
+def offsets(bootstrap: str, prefix: str) -> str:
+    topics = InternalTopics(prefix=prefix, offsets_partitions=1)
+    ensure_topics(admin_client(bootstrap), topics.specs(), replication_factor=1)
+    return topics.offsets
+
+
+@pytest.fixture
+def shared(bootstrap: str) -> Iterator[SharedProducer]:
+    producer = SharedProducer(bootstrap, "test-epoch-writer", timeout_s=10)
+    yield producer
+    producer.close()
+
+
+def submit_and_wait(writer: LeaderEpochWriter, records: list[RawRecord]) -> list[int]:
+    """Use the pipelined path the shard host uses."""
+    finished = threading.Event()
+    outcome: list[tuple[list[int], AppendError | None]] = []
+
+    def done(offsets: list[int], error: AppendError | None) -> None:
+        outcome.append((offsets, error))
+        finished.set()
+
+    writer.submit(records, done)
+    assert finished.wait(30)
+    offsets, error = outcome[0]
+    if error is not None:
+        raise error
+    return offsets
+
+
+def test_pipelined_batches_are_durable_in_order(shared: SharedProducer, offsets: str) -> None:
+    writer = LeaderEpochWriter(shared, offsets, 0, epoch=1, marker=marker(1, 1))
+    results: list[list[int]] = []
+    finished = threading.Event()
+
+    def done(got: list[int], error: AppendError | None) -> None:
+        assert error is None
+        results.append(got)
+        if len(results) == 20:
+            finished.set()
+
+    for i in range(20):
+        writer.submit([commit(10 * i + j) for j in range(5)], done)
+    assert finished.wait(30)
+    flat = [o for batch in results for o in batch]
+    assert flat == list(range(1, 101))  # after the marker at 0, consecutive and in order
+    writer.close()
+
+
+def test_a_deposed_leader_is_fenced_and_its_late_writes_are_ignored(
+    bootstrap: str, shared: SharedProducer, offsets: str, tmp_path: Path
+) -> None:
+    old = LeaderEpochWriter(shared, offsets, 0, epoch=1, marker=marker(1, 1))
+    assert submit_and_wait(old, [commit(5)]) == [1]
+    new_shared = SharedProducer(bootstrap, "test-epoch-writer-new", timeout_s=10)
+    try:
+        new = LeaderEpochWriter(new_shared, offsets, 0, epoch=2, marker=marker(2, 2))
+        with pytest.raises(WriterFencedError, match="leader epoch 2 took over from 1"):
+            submit_and_wait(old, [commit(99)])
+        # Once fenced, nothing the old writer appends is reported durable.
+        with pytest.raises(WriterFencedError):
+            submit_and_wait(old, [commit(100)])
+        assert submit_and_wait(new, [commit(7)])[0] > 2
+    finally:
+        new_shared.close()
+
+    # The log holds the zombie's records; a reader ignores them.
+    logged = [
+        value for _, key, value in read_partition(bootstrap, offsets, 0) if key == commit(0)[0]
+    ]
+    assert commit(99)[1] in logged
+    assert commit(100)[1] not in logged  # a fenced writer stops appending
+    cache = StateCache(tmp_path / "cache")
+    recovery = ShardRecovery(
+        cache,
+        lambda: replay_consumer(bootstrap, "test-loader", **{"auto.offset.reset": "error"}),
+        offsets,
+        offsets_policy(7 * 24 * 3600 * 1000),
+    )
+    identity = topic_identities(admin_client(bootstrap), [offsets])[offsets]
+    load = recovery.recover([0], identity)[0]
+    assert load.stats.fenced == 1
+    stored = dict(cache.shard(ShardId(offsets, 0)).items())
+    assert stored[commit(0)[0]] == commit(7)[1]
+
+
+def test_foreign_records_without_a_newer_leader_do_not_fence(
+    bootstrap: str, shared: SharedProducer, offsets: str
+) -> None:
+    writer = LeaderEpochWriter(shared, offsets, 0, epoch=3, marker=marker(3, 1))
+    submit_and_wait(writer, [commit(1)])
+    # Garbage and an older leader's marker land between two of our appends.
+    older = encode_value(ShardLeaderValue(2, 9, "old", 1))
+    append_all(
+        bootstrap,
+        offsets,
+        [(0, b"\xff\x01garbage", b"x"), (0, encode_key(ShardLeaderKey()), older)],
+    )
+    got = submit_and_wait(writer, [commit(2)])
+    assert got == [4]  # marker 0, commit 1, two foreign records, then ours
+    writer.close()

@@ -1,0 +1,50 @@
+"""The Prometheus host observer: loads, appends and replies land in the daemon's registry."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from kafkacoord.coordinator.ops.observer import PrometheusObserver, shard_kind
+from kafkacoord.coordinator.protocol import ErrorCode
+
+
+def test_loads_appends_and_replies_are_recorded() -> None:
+    registry = CollectorRegistry()
+    observer = PrometheusObserver(registry)
+    observer.loaded("offsets-3", 0.25, 120)
+    observer.loaded("offsets-3", 0.5, 130)
+    observer.appended("offsets-3", 4, 0.004)
+    observer.appended("offsets-7", 1, 0.2)
+    observer.appended("controller", 2, 0.03)
+    observer.answered("offsets-3", "OffsetCommit", ErrorCode.NONE)
+    observer.answered("offsets-7", "OffsetCommit", ErrorCode.NONE)
+    observer.answered("offsets-7", "JoinGroup", ErrorCode.UNKNOWN_MEMBER_ID)
+
+    value = registry.get_sample_value
+    assert value("kafkacoord_shard_load_seconds", {"shard": "offsets-3"}) == 0.5
+    assert value("kafkacoord_shard_load_records", {"shard": "offsets-3"}) == 130
+    assert value("kafkacoord_shard_loads_total", {"shard": "offsets-3"}) == 2
+    assert value("kafkacoord_append_records_total", {"shard": "offsets-3"}) == 4
+    assert value("kafkacoord_append_records_total", {"shard": "controller"}) == 2
+    # The histogram is per kind of shard, not per partition.
+    assert value("kafkacoord_append_seconds_count", {"kind": "offsets"}) == 2
+    assert value("kafkacoord_append_seconds_bucket", {"kind": "offsets", "le": "0.005"}) == 1
+    assert value("kafkacoord_append_seconds_count", {"kind": "controller"}) == 1
+    assert value("kafkacoord_replies_total", {"api": "OffsetCommit", "error": "NONE"}) == 2
+    assert (
+        value("kafkacoord_replies_total", {"api": "JoinGroup", "error": "UNKNOWN_MEMBER_ID"}) == 1
+    )
+
+
+def test_each_registry_is_independent() -> None:
+    """Two daemons in one process: same metric names, separate registries."""
+    first, second = CollectorRegistry(), CollectorRegistry()
+    PrometheusObserver(first).appended("offsets-0", 5, 0.01)
+    PrometheusObserver(second).appended("offsets-0", 1, 0.01)
+    assert first.get_sample_value("kafkacoord_append_records_total", {"shard": "offsets-0"}) == 5
+    assert second.get_sample_value("kafkacoord_append_records_total", {"shard": "offsets-0"}) == 1
+
+
+def test_shard_kind() -> None:
+    assert shard_kind("offsets-12") == "offsets"
+    assert shard_kind("controller") == "controller"
