@@ -27,6 +27,7 @@ from ..protocol import Body, ErrorCode, TopicPartitionRef
 from ..protocol import controller_api as api
 from ..runtime.shard import Record
 from ..transport import RequestClient, RequestError
+from ..transport.client import BACKGROUND_FETCH_WAIT_MS
 from .follower import MetadataFollower
 from .replicas import PartitionHandler, ReplicaManager, Transition, deliver
 
@@ -67,6 +68,7 @@ class NodeAgent:
         self._client = RequestClient(
             bootstrap, self._topics.responses, responses_partitions,
             client_id=f"node-{node_id}-{self.incarnation[:8]}",
+            fetch_wait_ms=BACKGROUND_FETCH_WAIT_MS,
         )  # fmt: skip
         self._follower: MetadataFollower | None = None
         self._heartbeats: threading.Thread | None = None

@@ -22,7 +22,7 @@ from kafkacoord.storage.fold import metadata_policy
 from kafkacoord.storage.poison import record_poison
 
 from ..runtime.shard import Record
-from ..transport.client import LOW_LATENCY_CONSUMER
+from ..transport.client import BACKGROUND_FETCH_WAIT_MS, polling_consumer
 from ..transport.envelope import poll_batch
 
 log = structlog.get_logger(__name__)
@@ -63,7 +63,7 @@ class MetadataFollower:
                     "enable.partition.eof": True,
                     "auto.offset.reset": "earliest",
                     "isolation.level": "read_committed",
-                    **LOW_LATENCY_CONSUMER,
+                    **polling_consumer(BACKGROUND_FETCH_WAIT_MS),
                 },
             )
         )

@@ -30,6 +30,7 @@ from ..runtime.shard import Request
 from ..runtime.writer import TransactionalWriter
 from ..settings import Settings
 from ..transport import ReplySender, RequestReceiver
+from ..transport.client import BACKGROUND_FETCH_WAIT_MS
 from .election import ControllerElection
 
 log = structlog.get_logger(__name__)
@@ -73,7 +74,7 @@ class ControllerService:
         name = f"kafkacoord-{settings.node_id}"
         self._receiver = RequestReceiver(
             bootstrap, topics.controller_requests, CONTROLLER_APIS, self._dispatch, replies,
-            client_id=f"{name}-controller",
+            client_id=f"{name}-controller", fetch_wait_ms=BACKGROUND_FETCH_WAIT_MS,
         )  # fmt: skip
         self._election = ControllerElection(
             # One election group per life of the metadata topic: consumers of a broker's

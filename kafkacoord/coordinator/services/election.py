@@ -49,7 +49,9 @@ class ControllerElection:
                     # The rebalance timeout: a member that vanished mid-rebalance (a consumer
                     # of a broker's previous life, say) holds the election up this long at most.
                     "max.poll.interval.ms": max(session_timeout_ms, 10_000),
-                    "partition.assignment.strategy": "range",
+                    # Sticky: the holder keeps partition 0 when a daemon (re)joins; with
+                    # range the lowest member id would take it back, an extra failover.
+                    "partition.assignment.strategy": "cooperative-sticky",
                 },
             )
         )

@@ -28,7 +28,7 @@ from kafkacoord.storage.clients import base_config, close_after
 
 from ..protocol import ApiSpec, ErrorCode, ProtocolError, decode_request
 from ..runtime.shard import Reply, Request, RequestRef
-from .client import LOW_LATENCY_CONSUMER
+from .client import LOW_LATENCY_FETCH_WAIT_MS, polling_consumer
 from .envelope import decode_request as decode_envelope
 from .envelope import now_ms, poll_batch
 from .replies import ReplySender
@@ -49,6 +49,7 @@ class RequestReceiver:
         *,
         client_id: str,
         clock_ms: Callable[[], int] = now_ms,
+        fetch_wait_ms: int = LOW_LATENCY_FETCH_WAIT_MS,
     ) -> None:
         self.topic = topic
         self._apis = apis
@@ -74,7 +75,7 @@ class RequestReceiver:
                     "enable.auto.commit": False,
                     "enable.partition.eof": True,
                     "auto.offset.reset": "latest",
-                    **LOW_LATENCY_CONSUMER,
+                    **polling_consumer(fetch_wait_ms),
                 },
             )
         )

@@ -1,0 +1,44 @@
+"""The failure scenarios of tests/failures against a broker container.
+
+The scenarios are the ones tests/integration/test_failures.py runs on the embedded
+broker; each runs under a topic prefix of its own, so they share the session's broker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.failures.bad_requests import run_bad_requests
+from tests.failures.broker import BrokerControl
+from tests.failures.kill_storm import run_kill_storm
+from tests.failures.reassignment import run_reassignment_failover
+from tests.failures.zombies import run_controller_zombie, run_shard_zombie
+
+KILLS = 20
+
+
+def test_kill_storm(container_broker: BrokerControl, tmp_path: Path) -> None:
+    figures = run_kill_storm(container_broker, tmp_path, kills=KILLS)
+    assert figures.kills_survived == KILLS
+
+
+def test_controller_zombie(container_broker: BrokerControl, tmp_path: Path) -> None:
+    figures = run_controller_zombie(container_broker, tmp_path)
+    assert figures.fenced_appends >= 1
+
+
+def test_shard_zombie(container_broker: BrokerControl, tmp_path: Path) -> None:
+    figures = run_shard_zombie(container_broker, tmp_path)
+    assert figures.fenced_appends >= 1
+
+
+def test_bad_requests(container_broker: BrokerControl, tmp_path: Path) -> None:
+    figures = run_bad_requests(container_broker, tmp_path)
+    assert figures.poison_requests_skipped == 2
+
+
+def test_reassignment_across_controller_failover(
+    container_broker: BrokerControl, tmp_path: Path
+) -> None:
+    figures = run_reassignment_failover(container_broker, tmp_path)
+    assert figures.partitions_reassigned == 3

@@ -1,0 +1,61 @@
+"""The failure scenarios of tests/failures against the embedded broker.
+
+Each scenario gets a private embedded broker, so a failure in one cannot leak into
+another (the scenarios also use topic prefixes of their own). The kill storm does
+fewer kills than in the end-to-end run to keep this layer at a few minutes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.failures.bad_requests import run_bad_requests
+from tests.failures.broker import EmbeddedBrokerControl
+from tests.failures.kill_storm import run_kill_storm
+from tests.failures.reassignment import run_reassignment_failover
+from tests.failures.zombies import run_controller_zombie, run_shard_zombie
+
+pytestmark = pytest.mark.integration
+
+KILLS = 6
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[EmbeddedBrokerControl]:
+    control = EmbeddedBrokerControl(tmp_path).start()
+    try:
+        yield control
+    finally:
+        control.stop()
+
+
+def test_kill_storm(broker: EmbeddedBrokerControl, tmp_path: Path) -> None:
+    figures = run_kill_storm(broker, tmp_path, kills=KILLS)
+    assert figures.kills_survived == KILLS
+    assert figures.max_controller_epoch >= 1
+
+
+def test_controller_zombie(broker: EmbeddedBrokerControl, tmp_path: Path) -> None:
+    figures = run_controller_zombie(broker, tmp_path)
+    # Its node-session timers were overdue when it woke up: it did try to write.
+    assert figures.fenced_appends >= 1
+
+
+def test_shard_zombie(broker: EmbeddedBrokerControl, tmp_path: Path) -> None:
+    figures = run_shard_zombie(broker, tmp_path)
+    assert figures.fenced_appends >= 1
+
+
+def test_bad_requests(broker: EmbeddedBrokerControl, tmp_path: Path) -> None:
+    figures = run_bad_requests(broker, tmp_path)
+    assert figures.poison_requests_skipped == 2
+
+
+def test_reassignment_across_controller_failover(
+    broker: EmbeddedBrokerControl, tmp_path: Path
+) -> None:
+    figures = run_reassignment_failover(broker, tmp_path)
+    assert figures.in_flight_at_kill >= 1
