@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.failures.bad_requests import run_bad_requests
 from tests.failures.broker import BrokerControl
+from tests.failures.broker_loss import check_broker_loss_outcome, run_broker_loss_scenario
 from tests.failures.kill_storm import run_kill_storm
+from tests.failures.poison import check_poison_outcome, run_poison_scenario
 from tests.failures.reassignment import run_reassignment_failover
 from tests.failures.zombies import run_controller_zombie, run_shard_zombie
 
@@ -42,3 +46,13 @@ def test_reassignment_across_controller_failover(
 ) -> None:
     figures = run_reassignment_failover(container_broker, tmp_path)
     assert figures.partitions_reassigned == 3
+
+
+def test_poison_records(restartable_broker: BrokerControl, tmp_path: Path) -> None:
+    check_poison_outcome(run_poison_scenario(restartable_broker, tmp_path))
+
+
+def test_broker_loss(restartable_broker: BrokerControl, tmp_path: Path) -> None:
+    if not restartable_broker.loses_data_on_restart:
+        pytest.skip(f"{restartable_broker.kind} keeps its data across a restart")
+    check_broker_loss_outcome(run_broker_loss_scenario(restartable_broker, tmp_path))

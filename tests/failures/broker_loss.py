@@ -14,8 +14,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-
 from kafkacoord.codecs import CodecError, decode_record
 from kafkacoord.codecs.models import ControllerValue
 from kafkacoord.coordinator.admin import ControllerAdmin, read_metadata
@@ -25,6 +23,7 @@ from kafkacoord.storage.topics import InternalTopics
 from tests.integration.cluster import DaemonProcess, fast_daemon_env, start_daemon, wait_until
 
 from .broker import BrokerControl
+from .harness import read_log, report
 
 SHARDS = 2
 DAEMONS = (300, 301)
@@ -54,33 +53,23 @@ class BrokerLossFigures:
     """From the broker's restart until every daemon has rebuilt and answered."""
 
 
+@dataclass(frozen=True)
+class BrokerLossSummary:
+    daemons_rebuilt: int
+    seconds_to_serve: float
+
+
 def _controller_epochs(bootstrap: str, topic: str) -> list[int]:
     """Controller records of the metadata log, read independently of kafkacoord."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"epochs-{uuid.uuid4().hex}",
-                         "enable.partition.eof": True, "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed"})  # fmt: skip
-    consumer.assign([TopicPartition(topic, 0, 0)])
     epochs: list[int] = []
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            error = msg.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    return epochs
-                continue
-            try:
-                _, value = decode_record(msg.key(), msg.value())
-            except CodecError:
-                continue
-            if isinstance(value, ControllerValue):
-                epochs.append(value.epoch)
-    finally:
-        consumer.close()
-    raise AssertionError(f"could not read {topic} to its end")
+    for _, key, raw in read_log(bootstrap, topic, 0):
+        try:
+            _, value = decode_record(key, raw)
+        except CodecError:
+            continue
+        if isinstance(value, ControllerValue):
+            epochs.append(value.epoch)
+    return epochs
 
 
 def _group_on_shard(stem: str, shard: int) -> str:
@@ -152,4 +141,29 @@ def run_broker_loss_scenario(broker: BrokerControl, root: Path) -> BrokerLossFig
             lines = [json.dumps(e) for e in list(daemon.events)]
             lines.append(json.dumps({"event": "exit", "code": daemon.process.returncode}))
             (root / f"d{node}.events.jsonl").write_text("\n".join(lines))
+    rebuilt = sum(figures.rebuilt_events.values())
+    report("broker_loss", broker, BrokerLossSummary(rebuilt, round(figures.seconds_to_serve, 1)))
     return figures
+
+
+def check_broker_loss_outcome(figures: BrokerLossFigures) -> None:
+    """The exact outcome, checked the same way on every broker."""
+
+    # Before the loss: real state to lose.
+    assert figures.committed_before == {("t", 0): 5, ("t", 1): 6}
+    assert figures.topic_before
+    assert figures.epochs_before and figures.epochs_before[0] == 0
+
+    # Every daemon noticed and rebuilt, once.
+    assert figures.rebuild_events == {node: 1 for node in DAEMONS}
+    assert figures.rebuilt_events == {node: 1 for node in DAEMONS}
+
+    # Serving again, from the new log only.
+    assert sorted(figures.round_trips_after.values(), key=str) == [
+        {("t", shard): 100 + shard} for shard in range(SHARDS)
+    ]
+    assert figures.old_group_after == {}
+    assert not figures.topic_after
+    assert set(DAEMONS) <= set(figures.live_nodes_after)
+    # The controller counted its epoch again from the empty log, not on from the old one.
+    assert figures.epochs_after and figures.epochs_after[0] == 0

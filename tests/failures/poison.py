@@ -30,6 +30,7 @@ from kafkacoord.storage.topics import InternalTopics, ensure_topics
 from tests.integration.cluster import DaemonProcess, fast_daemon_env, start_daemon, wait_until
 
 from .broker import BrokerControl
+from .harness import report
 
 SHARDS = 2
 DAEMONS = (200, 201)
@@ -56,6 +57,13 @@ class PoisonFigures:
     strict_output: str = ""
     first_poison: str = ""
     """``topic-partition@offset`` of the first poison record a fresh load meets."""
+
+
+@dataclass(frozen=True)
+class PoisonSummary:
+    poison_records_injected: int
+    poison_records_skipped: int
+    strict_exit_code: int
 
 
 def _node_value(node_id: int) -> bytes:
@@ -181,6 +189,9 @@ def run_poison_scenario(broker: BrokerControl, root: Path) -> PoisonFigures:
     )  # fmt: skip
     figures.strict_exit_code = strict.returncode
     figures.strict_output = strict.stderr
+    injected = sum(len(offsets) for offsets in figures.injected.values())
+    summary = PoisonSummary(injected, figures.skipped, figures.strict_exit_code)
+    report("poison", broker, summary)
     return figures
 
 
@@ -191,3 +202,26 @@ def _followed_everywhere(admin: ControllerAdmin, topics: InternalTopics) -> bool
         if state is None or state.leader < 0 or sorted(state.isr) != sorted(DAEMONS):
             return False
     return True
+
+
+def check_poison_outcome(figures: PoisonFigures) -> None:
+    """The exact outcome, checked the same way on every broker."""
+
+    # Two rounds (before start, while running) of every kind into every partition.
+    assert len(figures.injected) == 1 + SHARDS
+    assert all(len(offsets) == 2 * len(KINDS) for offsets in figures.injected.values())
+    # The skip lines name exactly the injected offsets, and nothing else.
+    assert figures.logged == {tp: set(offsets) for tp, offsets in figures.injected.items()}
+    injected = sum(len(offsets) for offsets in figures.injected.values())
+    assert figures.skipped >= injected
+    # The first daemon's own loads met the first round in both topics.
+    assert figures.ready_poison_skipped >= (1 + SHARDS) * len(KINDS)
+
+    # Still serving: the good records around the poison survived, and new requests work.
+    assert figures.kept_offsets == {("t", 0): 10, ("t", 1): 11}
+    assert figures.round_trip == {("t", 0): 42, ("t", 3): 7}
+    assert figures.created_topic_id
+
+    assert figures.strict_exit_code != 0
+    assert f"poison record at {figures.first_poison}" in figures.strict_output
+    assert "Traceback" not in figures.strict_output

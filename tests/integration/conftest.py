@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from kafkacoord.coordinator.transport import RequestClient
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
+from tests.failures.broker import EmbeddedBrokerControl
 
 
 @pytest.fixture
@@ -23,3 +25,13 @@ def topics(bootstrap: str, prefix: str) -> InternalTopics:
 def client(bootstrap: str, topics: InternalTopics) -> Iterator[RequestClient]:
     with RequestClient(bootstrap, topics.responses, 8, attempt_timeout_s=2.0) as c:
         yield c
+
+
+@pytest.fixture
+def private_broker(tmp_path: Path) -> Iterator[EmbeddedBrokerControl]:
+    """An embedded broker of the test's own, which the test may restart or poison."""
+    control = EmbeddedBrokerControl(tmp_path).start()
+    try:
+        yield control
+    finally:
+        control.stop()

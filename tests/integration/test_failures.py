@@ -7,7 +7,6 @@ fewer kills than in the end-to-end run to keep this layer at a few minutes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,39 +22,30 @@ pytestmark = pytest.mark.integration
 KILLS = 6
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[EmbeddedBrokerControl]:
-    control = EmbeddedBrokerControl(tmp_path).start()
-    try:
-        yield control
-    finally:
-        control.stop()
-
-
-def test_kill_storm(broker: EmbeddedBrokerControl, tmp_path: Path) -> None:
-    figures = run_kill_storm(broker, tmp_path, kills=KILLS)
+def test_kill_storm(private_broker: EmbeddedBrokerControl, tmp_path: Path) -> None:
+    figures = run_kill_storm(private_broker, tmp_path, kills=KILLS)
     assert figures.kills_survived == KILLS
     assert figures.max_controller_epoch >= 1
 
 
-def test_controller_zombie(broker: EmbeddedBrokerControl, tmp_path: Path) -> None:
-    figures = run_controller_zombie(broker, tmp_path)
+def test_controller_zombie(private_broker: EmbeddedBrokerControl, tmp_path: Path) -> None:
+    figures = run_controller_zombie(private_broker, tmp_path)
     # Its node-session timers were overdue when it woke up: it did try to write.
     assert figures.fenced_appends >= 1
 
 
-def test_shard_zombie(broker: EmbeddedBrokerControl, tmp_path: Path) -> None:
-    figures = run_shard_zombie(broker, tmp_path)
+def test_shard_zombie(private_broker: EmbeddedBrokerControl, tmp_path: Path) -> None:
+    figures = run_shard_zombie(private_broker, tmp_path)
     assert figures.fenced_appends >= 1
 
 
-def test_bad_requests(broker: EmbeddedBrokerControl, tmp_path: Path) -> None:
-    figures = run_bad_requests(broker, tmp_path)
+def test_bad_requests(private_broker: EmbeddedBrokerControl, tmp_path: Path) -> None:
+    figures = run_bad_requests(private_broker, tmp_path)
     assert figures.poison_requests_skipped == 2
 
 
 def test_reassignment_across_controller_failover(
-    broker: EmbeddedBrokerControl, tmp_path: Path
+    private_broker: EmbeddedBrokerControl, tmp_path: Path
 ) -> None:
-    figures = run_reassignment_failover(broker, tmp_path)
+    figures = run_reassignment_failover(private_broker, tmp_path)
     assert figures.in_flight_at_kill >= 1
