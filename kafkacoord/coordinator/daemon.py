@@ -25,7 +25,7 @@ from kafkacoord.storage.topics import ensure_topics
 
 from .agent import NodeAgent
 from .controller.config import COORDINATOR_ROLE
-from .ops import OpsService
+from .ops import OpsService, StatusSource
 from .services.controller import ControllerService
 from .services.groups import GroupService
 from .services.rebirth import recreate_topics, wipe_cache
@@ -67,13 +67,13 @@ class Daemon:
         self._watchdog: BrokerWatchdog | None = None
         # Serialises starting and stopping the services (a rebuild against stop()).
         self._lifecycle = threading.Lock()
-        self.ops = OpsService(
+        status = StatusSource(
             settings.node_id,
             started=lambda: self.state.ready,
             controller=lambda: self.controller,
             groups=lambda: self.groups,
-            loads=lambda: self.state.loads,
         )
+        self.ops = OpsService(status, loads=lambda: self.state.loads)
 
     def run(self) -> int:
         """Start, serve until SIGINT/SIGTERM, stop. Returns the process exit code."""

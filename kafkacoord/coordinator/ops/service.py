@@ -7,15 +7,11 @@ so several daemons' worth of metrics can live in one process.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import structlog
 from prometheus_client import CollectorRegistry, Info
 
 from kafkacoord import __version__
 
-from ..services.controller import ControllerService
-from ..services.groups import GroupService
 from .collectors import (
     Loads,
     PoisonCollector,
@@ -37,18 +33,11 @@ DISABLED_PORT = -1
 
 class OpsService:
     def __init__(
-        self,
-        node_id: int,
-        *,
-        started: Callable[[], bool],
-        controller: Callable[[], ControllerService | None],
-        groups: Callable[[], GroupService | None],
-        loads: Loads,
-        poison_counts: PoisonCounts | None = None,
+        self, source: StatusSource, *, loads: Loads, poison_counts: PoisonCounts | None = None
     ) -> None:
         self.registry = CollectorRegistry()
         self.observer = PrometheusObserver(self.registry)
-        self.source = StatusSource(node_id, started=started, controller=controller, groups=groups)
+        self.source = source
         self.server: OpsServer | None = None
         self._probe: BrokerProbe | None = None
         self.registry.register(StatusCollector(self.source.read))
@@ -59,7 +48,7 @@ class OpsService:
         build = Info(
             "kafkacoord_build", "Version and node id of this daemon.", registry=self.registry
         )
-        build.info({"version": __version__, "node_id": str(node_id)})
+        build.info({"version": __version__, "node_id": str(source.node_id)})
 
     def watch_broker(self, bootstrap: str) -> None:
         """Health checks ask this broker from now on."""

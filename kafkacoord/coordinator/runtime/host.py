@@ -238,9 +238,7 @@ class ShardHost:
             if event is not _WAKE:
                 self._open.extend(self._handle(event, now))
         self._open.extend(self._apply(self.shard.fire_timers(self._clock_ms())))
-        self._release()
-        self._submit_open()
-        self._release()
+        self._pump()
         if stopping:
             self._flush(self._flush_timeout_s)
         return not stopping
@@ -268,6 +266,12 @@ class ShardHost:
         return self._apply(result)
 
     # -- the append pipeline ---------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Answer what finished, send what is open (a writer may finish it at once), again."""
+        self._release()
+        self._submit_open()
+        self._release()
 
     def _submit_open(self) -> None:
         """Send what the handlers produced since the last append, if the pipeline has room.
@@ -311,9 +315,7 @@ class ShardHost:
         deadline = time.monotonic() + timeout_s
         while self._open or self._inflight:
             self._wake.clear()
-            self._release()
-            self._submit_open()
-            self._release()
+            self._pump()
             if not (self._open or self._inflight):
                 break
             remaining = deadline - time.monotonic()

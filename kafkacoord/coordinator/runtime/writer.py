@@ -37,21 +37,6 @@ class ShardWriter(Protocol):
     def close(self) -> None: ...
 
 
-class _SubmitByWriting:
-    """``submit`` for writers that append one batch at a time: write, then report."""
-
-    def write(self, records: Sequence[RawRecord]) -> list[int]:
-        raise NotImplementedError
-
-    def submit(self, records: Sequence[RawRecord], done: Delivered) -> None:
-        try:
-            offsets = self.write(records)
-        except AppendError as exc:
-            done([], exc)
-            return
-        done(offsets, None)
-
-
 class _Deliveries:
     def __init__(self, count: int) -> None:
         self.offsets: list[int] = [-1] * count
@@ -98,7 +83,7 @@ def _raise_for(err: KafkaError | KafkaException, where: str) -> None:
     raise append_error(err, where)
 
 
-class TransactionalWriter(_SubmitByWriting):
+class TransactionalWriter:
     def __init__(
         self,
         bootstrap: str,
@@ -135,6 +120,15 @@ class TransactionalWriter(_SubmitByWriting):
             _raise_for(deliveries.error, where)
         return deliveries.offsets
 
+    def submit(self, records: Sequence[RawRecord], done: Delivered) -> None:
+        """One transaction at a time: write, then report."""
+        try:
+            offsets = self.write(records)
+        except AppendError as exc:
+            done([], exc)
+            return
+        done(offsets, None)
+
     def _abort(self) -> None:
         # A fenced or fatal producer cannot abort; the broker already did.
         with contextlib.suppress(KafkaException):
@@ -142,23 +136,3 @@ class TransactionalWriter(_SubmitByWriting):
 
     def close(self) -> None:
         self._producer.flush(1)
-
-
-class IdempotentWriter(_SubmitByWriting):
-    def __init__(self, bootstrap: str, topic: str, partition: int, *, client_id: str) -> None:
-        self.topic = topic
-        self.partition = partition
-        self._producer = durable_producer(bootstrap, client_id, linger_ms=0)
-
-    def write(self, records: Sequence[RawRecord]) -> list[int]:
-        deliveries = _produce_all(self._producer, self.topic, self.partition, records)
-        remaining = self._producer.flush(30)
-        where = f"append to {self.topic}-{self.partition}"
-        if remaining:
-            raise AppendError(f"{where}: {remaining} records not acknowledged", retriable=True)
-        if deliveries.error is not None:
-            _raise_for(deliveries.error, where)
-        return deliveries.offsets
-
-    def close(self) -> None:
-        self._producer.flush(5)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kafkacoord.coordinator.groups.assignors import (
     ASSIGNORS,
-    CooperativeStickyAssignor,
+    COOPERATIVE_STICKY,
     RebalanceProtocol,
     cooperative_sticky_assign,
     get_assignor,
@@ -153,7 +153,7 @@ def test_registry_names_and_protocols() -> None:
         RebalanceProtocol.COOPERATIVE,
         RebalanceProtocol.EAGER,
     )
-    assert isinstance(ASSIGNORS["cooperative-sticky"], CooperativeStickyAssignor)
+    assert ASSIGNORS["cooperative-sticky"] is COOPERATIVE_STICKY
     assert int(RebalanceProtocol.EAGER) == 0
     assert int(RebalanceProtocol.COOPERATIVE) == 1
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from kafkacoord.coordinator.ops import DISABLED_PORT, OpsService
+from kafkacoord.coordinator.ops import DISABLED_PORT, OpsService, StatusSource
 from kafkacoord.coordinator.ops.health import Health, evaluate
 from kafkacoord.coordinator.ops.http import OpsServer, ops_app
 from kafkacoord.coordinator.ops.probe import BrokerProbe
@@ -73,9 +73,8 @@ def test_unknown_path_is_404(served: tuple[str, Switch]) -> None:
 
 
 def _service() -> OpsService:
-    return OpsService(
-        5, started=lambda: False, controller=lambda: None, groups=lambda: None, loads=dict
-    )
+    source = StatusSource(5, started=lambda: False, controller=lambda: None, groups=lambda: None)
+    return OpsService(source, loads=dict)
 
 
 def test_service_port_zero_picks_a_port_and_minus_one_disables() -> None:

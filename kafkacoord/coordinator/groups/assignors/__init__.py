@@ -35,11 +35,12 @@ from kafkacoord.coordinator.groups.assignors.cooperative import (
 from kafkacoord.coordinator.groups.assignors.range import range_assign
 from kafkacoord.coordinator.groups.assignors.registry import (
     ASSIGNORS,
+    COOPERATIVE_STICKY,
+    RANGE,
+    ROUNDROBIN,
+    STICKY,
     Assignor,
-    CooperativeStickyAssignor,
-    RangeAssignor,
-    RoundRobinAssignor,
-    StickyAssignor,
+    FunctionAssignor,
     get_assignor,
 )
 from kafkacoord.coordinator.groups.assignors.roundrobin import roundrobin_assign
@@ -47,18 +48,19 @@ from kafkacoord.coordinator.groups.assignors.sticky import StickyPlan, sticky_as
 
 __all__ = [
     "ASSIGNORS",
+    "COOPERATIVE_STICKY",
     "DEFAULT_GENERATION",
+    "RANGE",
+    "ROUNDROBIN",
+    "STICKY",
     "Assignment",
     "Assignor",
-    "CooperativeStickyAssignor",
+    "FunctionAssignor",
     "Generations",
     "GroupInstanceIds",
     "OwnedPartitions",
     "PartitionsPerTopic",
-    "RangeAssignor",
     "RebalanceProtocol",
-    "RoundRobinAssignor",
-    "StickyAssignor",
     "StickyPlan",
     "Subscriptions",
     "TopicPartition",

@@ -8,7 +8,8 @@ algorithm does not use.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Protocol
 
@@ -28,11 +29,12 @@ from kafkacoord.coordinator.groups.assignors.sticky import sticky_assign
 
 __all__ = [
     "ASSIGNORS",
+    "COOPERATIVE_STICKY",
+    "RANGE",
+    "ROUNDROBIN",
+    "STICKY",
     "Assignor",
-    "CooperativeStickyAssignor",
-    "RangeAssignor",
-    "RoundRobinAssignor",
-    "StickyAssignor",
+    "FunctionAssignor",
     "get_assignor",
 ]
 
@@ -63,31 +65,26 @@ class Assignor(Protocol):
         ...
 
 
-class RangeAssignor:
-    """Kafka's ``RangeAssignor``; uses ``group_instance_ids``."""
-
-    name: Final = "range"
-    supported_protocols: Final = (RebalanceProtocol.EAGER,)
-
-    def assign(
-        self,
-        subscriptions: Subscriptions,
-        partitions_per_topic: PartitionsPerTopic,
-        *,
-        owned: OwnedPartitions | None = None,
-        generations: Generations | None = None,
-        group_instance_ids: GroupInstanceIds | None = None,
-    ) -> Assignment:
-        return range_assign(
-            subscriptions, partitions_per_topic, group_instance_ids=group_instance_ids
-        )
+# (subscriptions, partitions per topic, owned, generations, group instance ids)
+_Run = Callable[
+    [
+        Subscriptions,
+        PartitionsPerTopic,
+        OwnedPartitions | None,
+        Generations | None,
+        GroupInstanceIds | None,
+    ],
+    Assignment,
+]
 
 
-class RoundRobinAssignor:
-    """Kafka's ``RoundRobinAssignor``; uses ``group_instance_ids``."""
+@dataclass(frozen=True, slots=True)
+class FunctionAssignor:
+    """An assignment function under its Kafka protocol name, with the uniform signature."""
 
-    name: Final = "roundrobin"
-    supported_protocols: Final = (RebalanceProtocol.EAGER,)
+    name: str
+    supported_protocols: tuple[RebalanceProtocol, ...]
+    run: _Run
 
     def assign(
         self,
@@ -98,53 +95,29 @@ class RoundRobinAssignor:
         generations: Generations | None = None,
         group_instance_ids: GroupInstanceIds | None = None,
     ) -> Assignment:
-        return roundrobin_assign(
-            subscriptions, partitions_per_topic, group_instance_ids=group_instance_ids
-        )
+        return self.run(subscriptions, partitions_per_topic, owned, generations, group_instance_ids)
 
 
-class StickyAssignor:
-    """Kafka's ``StickyAssignor``; uses ``owned`` and ``generations``."""
+_EAGER = (RebalanceProtocol.EAGER,)
 
-    name: Final = "sticky"
-    supported_protocols: Final = (RebalanceProtocol.EAGER,)
-
-    def assign(
-        self,
-        subscriptions: Subscriptions,
-        partitions_per_topic: PartitionsPerTopic,
-        *,
-        owned: OwnedPartitions | None = None,
-        generations: Generations | None = None,
-        group_instance_ids: GroupInstanceIds | None = None,
-    ) -> Assignment:
-        return sticky_assign(subscriptions, partitions_per_topic, owned, generations)
-
-
-class CooperativeStickyAssignor:
-    """Kafka's ``CooperativeStickyAssignor``; uses ``owned`` and ``generations``."""
-
-    name: Final = "cooperative-sticky"
-    supported_protocols: Final = (RebalanceProtocol.COOPERATIVE, RebalanceProtocol.EAGER)
-
-    def assign(
-        self,
-        subscriptions: Subscriptions,
-        partitions_per_topic: PartitionsPerTopic,
-        *,
-        owned: OwnedPartitions | None = None,
-        generations: Generations | None = None,
-        group_instance_ids: GroupInstanceIds | None = None,
-    ) -> Assignment:
-        return cooperative_sticky_assign(subscriptions, partitions_per_topic, owned, generations)
-
-
-_ALL: tuple[Assignor, ...] = (
-    RangeAssignor(),
-    RoundRobinAssignor(),
-    StickyAssignor(),
-    CooperativeStickyAssignor(),
+# Kafka's RangeAssignor and RoundRobinAssignor use group instance ids; the sticky ones
+# use owned partitions and generations.
+RANGE: Final = FunctionAssignor(
+    "range", _EAGER, lambda s, p, _o, _g, ids: range_assign(s, p, group_instance_ids=ids)
 )
+ROUNDROBIN: Final = FunctionAssignor(
+    "roundrobin", _EAGER, lambda s, p, _o, _g, ids: roundrobin_assign(s, p, group_instance_ids=ids)
+)
+STICKY: Final = FunctionAssignor(
+    "sticky", _EAGER, lambda s, p, owned, gens, _i: sticky_assign(s, p, owned, gens)
+)
+COOPERATIVE_STICKY: Final = FunctionAssignor(
+    "cooperative-sticky",
+    (RebalanceProtocol.COOPERATIVE, RebalanceProtocol.EAGER),
+    lambda s, p, owned, gens, _i: cooperative_sticky_assign(s, p, owned, gens),
+)
+
+_ALL: tuple[Assignor, ...] = (RANGE, ROUNDROBIN, STICKY, COOPERATIVE_STICKY)
 
 ASSIGNORS: Mapping[str, Assignor] = MappingProxyType({a.name: a for a in _ALL})
 """Kafka protocol name -> assignor: ``range``, ``roundrobin``, ``sticky``,
