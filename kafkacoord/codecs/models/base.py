@@ -3,7 +3,33 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Self
+import operator
+import re
+from collections.abc import Callable
+from typing import Any, ClassVar, NamedTuple, Self
+
+# Field types that hold no nested model: their values go to fastavro as they are.
+_SCALAR_TYPES = frozenset({"int", "str", "bytes", "bool", "float", "None"})
+_TYPE_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+class _Layout(NamedTuple):
+    names: tuple[str, ...]
+    values: Callable[[Any], tuple[Any, ...]]
+    flat: bool  # no field can hold a nested model or an array
+
+
+def _layout_of(cls: type) -> _Layout:
+    fields = dataclasses.fields(cls)
+    names = tuple(f.name for f in fields)
+    if not names:
+        values: Callable[[Any], tuple[Any, ...]] = lambda _: ()  # noqa: E731
+    elif len(names) == 1:
+        values = lambda obj, n=names[0]: (getattr(obj, n),)  # noqa: E731
+    else:
+        values = operator.attrgetter(*names)
+    flat = all(set(_TYPE_NAME.findall(str(f.type))) <= _SCALAR_TYPES for f in fields)
+    return _Layout(names, values, flat)
 
 
 class AvroModel:
@@ -13,22 +39,30 @@ class AvroModel:
     ``from_avro`` to rebuild them.
     """
 
-    _field_names: ClassVar[tuple[str, ...]] = ()
+    # Resolved once per class: encoding sits on every commit's path.
+    _avro_layout: ClassVar[_Layout | None] = None
+
+    @classmethod
+    def _layout(cls) -> _Layout:
+        layout = cls.__dict__.get("_avro_layout")
+        if layout is None:
+            layout = _layout_of(cls)
+            cls._avro_layout = layout
+        return layout
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
-        names = cls.__dict__.get("_field_names")
-        if not names:
-            names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
-            cls._field_names = names
-        return names
+        return cls._layout().names
 
     def to_avro(self) -> dict[str, Any]:
-        return {name: _plain(getattr(self, name)) for name in self.field_names()}
+        names, values, flat = self._layout()
+        if flat:
+            return dict(zip(names, values(self), strict=True))
+        return {name: _plain(value) for name, value in zip(names, values(self), strict=True)}
 
     @classmethod
     def from_avro(cls, data: dict[str, Any]) -> Self:
-        return cls(**{name: data[name] for name in cls.field_names()})
+        return cls(*[data[name] for name in cls._layout().names])
 
 
 def _plain(value: Any) -> Any:
