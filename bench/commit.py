@@ -10,6 +10,16 @@ most --concurrency requests in flight:
 - native_commit_rate:  confluent-kafka Consumer.commit(asynchronous=False) against the
                        broker's own group coordinator, one consumer per concurrent caller
 
+Also measured, to show where the time goes (all on the same cores):
+
+- cpu_ms_per_commit:   CPU milliseconds per commit of the daemon, of this process (the
+                       client and its load) and of the broker, during the peak window
+- broker_cpu_ms:       the broker's CPU per raw append, per kafkacoord commit and per
+                       native commit
+- fetch_cost:          the broker's CPU per produce-then-fetch round on a partition
+                       holding few records and one holding --long-partition records (the
+                       embedded broker's fetch cost grows with the partition's length)
+
 The last stdout line is JSON.
 """
 
@@ -28,7 +38,7 @@ from collections import deque
 from concurrent.futures import Future
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkacoord.codecs import encode_record
@@ -50,6 +60,34 @@ SHARDS = 8
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+class CpuMeter:
+    """CPU used by named processes between start() and stop()."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self._start: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+
+    def start(self) -> None:
+        self._start = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+
+    def stop(self) -> dict[str, float]:
+        self.used = {n: cpu_seconds(p) - self._start[n] for n, p in self.pids.items()}
+        return self.used
+
+    def per_op_ms(self, ops: int) -> dict[str, float]:
+        return {name: round(seconds * 1000 / max(ops, 1), 3) for name, seconds in self.used.items()}
 
 
 def windowed(seconds: float, concurrency: int, issue: object) -> tuple[int, float]:
@@ -119,7 +157,9 @@ def kafkacoord_commits(
     return done, elapsed, latencies
 
 
-def raw_appends(bootstrap: str, topic: str, seconds: float, concurrency: int) -> float:
+def raw_appends(
+    bootstrap: str, topic: str, seconds: float, concurrency: int, meter: CpuMeter
+) -> tuple[int, float]:
     records = [
         encode_record(
             OffsetCommitKey(f"bench-{i % GROUPS}", "events", i % PARTITIONS),
@@ -134,11 +174,15 @@ def raw_appends(bootstrap: str, topic: str, seconds: float, concurrency: int) ->
             key, value = records[i % len(records)]
             return appender.append(topic, i % SHARDS, key, value)  # type: ignore[return-value]
 
+        meter.start()
         done, elapsed = windowed(seconds, concurrency, issue)
-    return done / elapsed
+        meter.stop()
+    return done, elapsed
 
 
-def native_commits(bootstrap: str, seconds: float, concurrency: int) -> float:
+def native_commits(
+    bootstrap: str, seconds: float, concurrency: int, meter: CpuMeter
+) -> tuple[int, float]:
     counts = [0] * concurrency
     deadline = time.perf_counter() + seconds
 
@@ -160,15 +204,57 @@ def native_commits(bootstrap: str, seconds: float, concurrency: int) -> float:
         consumer.close()
 
     started = time.perf_counter()
+    meter.start()
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(concurrency)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(seconds + 60)
-    return sum(counts) / (time.perf_counter() - started)
+    meter.stop()
+    return sum(counts), time.perf_counter() - started
 
 
-def run(bootstrap: str, seconds: float, concurrency: int, data_dir: Path) -> dict[str, object]:
+def fetch_cost(
+    bootstrap: str, broker_pid: int, long_partition: int, rounds: int = 200
+) -> dict[str, float]:
+    """The broker's CPU per produce-then-fetch round, on a short and on a long partition."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic("bench_fetch", 2, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(long_partition):
+        producer.produce("bench_fetch", b"x" * 100, partition=1)
+        if i % 10_000 == 9_999:
+            producer.flush(60)
+    producer.flush(60)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bench-fetch", "fetch.wait.max.ms": 5}
+    )
+    result: dict[str, float] = {}
+    for name, partition, start in (("short", 0, 0), ("long", 1, long_partition)):
+        consumer.assign([TopicPartition("bench_fetch", partition, start)])
+        before = cpu_seconds(broker_pid)
+        deadline = time.monotonic() + 60
+        for _ in range(rounds):
+            producer.produce("bench_fetch", b"y" * 100, partition=partition)
+            producer.poll(0)
+            while time.monotonic() < deadline:
+                msg = consumer.poll(1)
+                if msg is not None and msg.error() is None:
+                    break
+        result[f"{name}_ms_per_round"] = round(
+            (cpu_seconds(broker_pid) - before) * 1000 / rounds, 3
+        )
+    consumer.close()
+    result["long_partition_records"] = long_partition
+    return result
+
+
+def run(
+    bootstrap: str, broker_pid: int, args: argparse.Namespace, data_dir: Path
+) -> dict[str, object]:
+    seconds, concurrency = args.seconds, args.concurrency
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics(
         [NewTopic("events", PARTITIONS, 1), NewTopic("bench_raw", SHARDS, 1)]
@@ -209,20 +295,30 @@ def run(bootstrap: str, seconds: float, concurrency: int, data_dir: Path) -> dic
                 timeout_s=120,
             )
         log("daemon serving")
-        raw = raw_appends(bootstrap, "bench_raw", seconds, concurrency)
+        meter = CpuMeter({"daemon": daemon.pid, "client": os.getpid(), "broker": broker_pid})
+        raw_done, elapsed = raw_appends(bootstrap, "bench_raw", seconds, concurrency, meter)
+        raw = raw_done / elapsed
+        raw_broker = meter.per_op_ms(raw_done)["broker"]
         log(f"raw: {raw:.0f}/s")
+        meter.start()
         done, elapsed, _ = kafkacoord_commits(client, settings, seconds, concurrency)
+        meter.stop()
         peak = done / elapsed
-        log(f"kafkacoord peak: {peak:.0f}/s")
+        cpu_per_commit = meter.per_op_ms(done)
+        log(f"kafkacoord peak: {peak:.0f}/s, CPU ms per commit {cpu_per_commit}")
         done, elapsed, latencies = kafkacoord_commits(
             client, settings, seconds, concurrency, rate=peak / 2
         )
         ms = sorted(x * 1000 for x in latencies)
         p50, p99 = statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
         log(f"at {done / elapsed:.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
-        native = native_commits(bootstrap, seconds, concurrency)
+        native_done, elapsed = native_commits(bootstrap, seconds, concurrency, meter)
+        native = native_done / elapsed
+        native_broker = meter.per_op_ms(native_done)["broker"]
         log(f"native: {native:.0f}/s")
         client.close()
+        fetch = fetch_cost(bootstrap, broker_pid, args.long_partition)
+        log(f"broker fetch cost: {fetch}")
     finally:
         daemon.terminate()
         daemon.wait(30)
@@ -234,6 +330,14 @@ def run(bootstrap: str, seconds: float, concurrency: int, data_dir: Path) -> dic
         "native_commit_rate": round(native),
         "ratio_raw": round(peak / raw, 3),
         "ratio_native": round(peak / native, 3),
+        "concurrency": concurrency,
+        "cpu_ms_per_commit": cpu_per_commit,
+        "broker_cpu_ms": {
+            "raw_append": raw_broker,
+            "kafkacoord_commit": cpu_per_commit["broker"],
+            "native_commit": native_broker,
+        },
+        "fetch_cost": fetch,
     }
 
 
@@ -241,12 +345,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument(
+        "--long-partition", type=int, default=50_000,
+        help="records in the long partition of the fetch-cost probe",
+    )  # fmt: skip
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory() as tmp,
         EmbeddedBroker(log_path=Path(tmp) / "tansu.log") as broker,
     ):
-        result = run(broker.bootstrap, args.seconds, args.concurrency, Path(tmp) / "node")
+        assert broker.pid is not None
+        result = run(broker.bootstrap, broker.pid, args, Path(tmp) / "node")
     print(json.dumps(result))
 
 

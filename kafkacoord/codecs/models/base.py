@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 import re
 from collections.abc import Callable
@@ -22,14 +23,16 @@ class _Layout(NamedTuple):
 def _layout_of(cls: type) -> _Layout:
     fields = dataclasses.fields(cls)
     names = tuple(f.name for f in fields)
-    if not names:
-        values: Callable[[Any], tuple[Any, ...]] = lambda _: ()  # noqa: E731
-    elif len(names) == 1:
-        values = lambda obj, n=names[0]: (getattr(obj, n),)  # noqa: E731
-    else:
-        values = operator.attrgetter(*names)
+    # attrgetter returns a bare value for one name and needs at least one.
+    values: Callable[[Any], tuple[Any, ...]] = (
+        operator.attrgetter(*names) if len(names) > 1 else functools.partial(_values_of, names)
+    )
     flat = all(set(_TYPE_NAME.findall(str(f.type))) <= _SCALAR_TYPES for f in fields)
     return _Layout(names, values, flat)
+
+
+def _values_of(names: tuple[str, ...], obj: Any) -> tuple[Any, ...]:
+    return tuple(getattr(obj, name) for name in names)
 
 
 class AvroModel:
