@@ -36,6 +36,9 @@ SKIPPED: Final = "skipped"
 END_OFFSETS: Final = "end_offsets"
 
 FENCED_REASON: Final = "fenced: written by a controller older than the newest controller epoch"
+LEADER_FENCED_REASON: Final = (
+    "fenced: written by a shard leader older than the newest ShardLeader epoch"
+)
 WINDOW_ENTRY: Final = pa.struct([("offset", pa.int64()), ("commit_timestamp_ms", pa.int64())])
 SAMPLE: Final = pa.struct([("sampled_ms", pa.int64()), ("log_end_offset", pa.int64())])
 
@@ -163,6 +166,9 @@ def _skipped_rows(rows: pa.Table) -> pa.Table:
     last = rows.column("last_skipped")
     key = pc.fill_null(rows.column("key"), b"")
     fenced = pc.fill_null(pc.struct_field(last, "fenced"), False)
+    # Offsets topics are fenced by shard leader epochs, metadata topics by controller epochs.
+    by_leader = pc.ends_with(rows.column("topic"), "offsets")
+    reason = pc.if_else(by_leader, LEADER_FENCED_REASON, FENCED_REASON)
     return pa.table(
         {
             KEY: _join(
@@ -175,6 +181,6 @@ def _skipped_rows(rows: pa.Table) -> pa.Table:
             "kind": pc.if_else(fenced, "fenced", "poison"),
             "records": rows.column("skipped"),
             "last_offset": pc.struct_field(last, "offset"),
-            "last_error": pc.if_else(fenced, FENCED_REASON, pc.struct_field(last, "error")),
+            "last_error": pc.if_else(fenced, reason, pc.struct_field(last, "error")),
         }
     )

@@ -71,14 +71,23 @@ class ColumnBuilder:
         self.errors.append(None)
         self.fenced.append(fenced)
 
-    def add_poison(self, offset: int, timestamp_ms: int, key: bytes | None, reason: str) -> None:
+    def add_poison(
+        self,
+        offset: int,
+        timestamp_ms: int,
+        key: bytes | None,
+        reason: str,
+        *,
+        fenced: bool = False,
+    ) -> None:
+        """``fenced``: a deposed shard leader wrote it (the header says so without decoding)."""
         self.offsets.append(offset)
         self.timestamps.append(timestamp_ms * 1000)
         self.keys.append(key)
         self.record_types.append(None)
         self.tombstones.append(None)
         self.errors.append(reason)
-        self.fenced.append(False)
+        self.fenced.append(fenced)
 
     def flush(self) -> pa.RecordBatch:
         n = len(self.offsets)

@@ -14,7 +14,9 @@ Options (case-insensitive):
 - ``maxRecordsPerBatch``: at most this many offsets per micro-batch.
 - ``minRecordsPerTask``: partitions with fewer new records than this share one Spark task
   (default 0: one input partition per Kafka partition). Cuts per-task overhead on small batches.
-- ``fence``: skip stale controllers' writes in metadata topics (default true).
+- ``fence``: mark (``fenced``) what the daemon's loader ignores (default true): stale
+  controllers' writes in metadata topics, and in offsets topics the records of a shard
+  leader whose ``kc.epoch`` header is older than the last ``ShardLeader`` marker.
 - ``readTimeoutSeconds``: give up on a partition that yields nothing for this long (60).
 - ``kafka.<setting>``: any librdkafka consumer setting.
 """

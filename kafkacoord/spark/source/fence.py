@@ -1,11 +1,18 @@
-"""Controller-epoch fencing (DESIGN §4), as the loader applies it.
+"""Epoch fencing of the internal topics, exactly as the daemon's loader applies it.
 
-A decision whose ``controller_epoch`` is lower than the newest controller
-epoch seen earlier in the log is a stale controller's late write: skipped.
-Controller records of a lower epoch are skipped too. Tombstones always apply.
+Metadata topics, controller epochs (DESIGN §4): a decision whose
+``controller_epoch`` is lower than the newest controller epoch seen earlier in
+the log is a stale controller's late write: skipped. Controller records of a
+lower epoch are skipped too. Tombstones always apply.
+
+Offsets topics, leader epochs (:mod:`kafkacoord.codecs.fencing`): a record
+whose ``kc.epoch`` header is below the newest ``ShardLeader`` announced earlier
+in its partition is a deposed shard leader's late write, and so is a
+``ShardLeader`` announcing an older epoch. The header decides, so a zombie's
+tombstones are skipped too (the loader drops them before decoding).
 
 A read starts mid-log, so it needs the epoch in force at its first offset:
-:class:`EpochScanner` (on the driver) reads the controller records before it,
+:class:`EpochScanner` (on the driver) reads the records before it,
 incrementally, since batches move forward.
 """
 
@@ -17,6 +24,7 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from kafkacoord.codecs import CodecError, RecordType, decode_record
+from kafkacoord.codecs.fencing import Headers, LeaderEpochFence
 from kafkacoord.codecs.models import ControllerValue
 from kafkacoord.storage.errors import BrokerUnavailableError
 
@@ -39,23 +47,38 @@ class Fence:
 
 
 class EpochScanner:
-    """The fence epoch at any offset of a metadata partition, scanning forward only."""
+    """The fence epoch at any offset of an internal partition, scanning forward only.
 
-    def __init__(self, consumer: Consumer, topic: str, partition: int, timeout_s: float) -> None:
+    ``leader=False``: the controller epoch of a metadata partition; ``leader=True``:
+    the leader epoch of a group shard (an offsets partition).
+    """
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        topic: str,
+        partition: int,
+        timeout_s: float,
+        *,
+        leader: bool = False,
+    ) -> None:
         self._consumer = consumer
         self._topic = topic
         self._partition = partition
         self._timeout_s = timeout_s
+        self._leader = leader
         self._scanned_to = 0
         self._fence = Fence()
+        self._leader_fence = LeaderEpochFence()
 
     def epoch_at(self, offset: int) -> int:
         """The fence epoch in force for the record at ``offset`` (from records before it)."""
         if offset < self._scanned_to:
             self._scanned_to, self._fence = 0, Fence()
+            self._leader_fence = LeaderEpochFence()
         if offset > self._scanned_to:
             self._scan(offset)
-        return self._fence.epoch
+        return self._leader_fence.epoch if self._leader else self._fence.epoch
 
     def _scan(self, end: int) -> None:
         consumer = self._consumer
@@ -66,7 +89,7 @@ class EpochScanner:
             while position < end:
                 if time.monotonic() > deadline:
                     raise BrokerUnavailableError(
-                        f"scanning {self._topic}-{self._partition} for controller epochs stalled "
+                        f"scanning {self._topic}-{self._partition} for fence epochs stalled "
                         f"at offset {position} (wanted {end})"
                     )
                 for msg in consumer.consume(max(1, min(10_000, end - position)), 0.1):
@@ -81,7 +104,12 @@ class EpochScanner:
                         position = end
                         break
                     position = offset + 1
-                    self._observe(msg.key(), msg.value())
+                    if self._leader:
+                        # Every record: a stale header also rejects a marker (as the loader).
+                        headers = cast(Headers | None, msg.headers())
+                        self._leader_fence.admit(msg.key(), msg.value(), headers)
+                    else:
+                        self._observe(msg.key(), msg.value())
         finally:
             consumer.unassign()
         self._scanned_to = end

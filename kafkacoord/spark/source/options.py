@@ -23,7 +23,10 @@ class Role(str, Enum):
                 {RecordType.CONTROLLER, RecordType.NODE, RecordType.TOPIC, RecordType.PARTITION}
             )
         if self is Role.OFFSETS:
-            return frozenset({RecordType.GROUP_METADATA, RecordType.OFFSET_COMMIT})
+            # As the loader's offsets policy: ShardLeader markers fence deposed shard leaders.
+            return frozenset(
+                {RecordType.GROUP_METADATA, RecordType.OFFSET_COMMIT, RecordType.SHARD_LEADER}
+            )
         return frozenset(RecordType)
 
     @classmethod

@@ -19,6 +19,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from pyspark.sql.datasource import InputPartition
 
+from kafkacoord.codecs.fencing import Headers, LeaderEpochFence
 from kafkacoord.storage.clients import base_config
 from kafkacoord.storage.errors import BrokerUnavailableError, StorageError
 
@@ -43,7 +44,8 @@ class OffsetRange:
     partition: int
     start: int
     end: int
-    # The controller epoch in force at ``start`` (metadata topics; -1 otherwise).
+    # The epoch in force at ``start``: the controller epoch (metadata topics), the
+    # shard leader epoch (offsets topics), -1 otherwise or with fence=false.
     fence_epoch: int = -1
 
     @property
@@ -99,7 +101,11 @@ class _Progress:
         self.position = part.start
         self.builder = ColumnBuilder(part.topic, part.partition, decoded=options.decode)
         self.decoder = _decoder(role) if options.decode else None
-        self.fence = Fence(part.fence_epoch) if options.fence and role is Role.METADATA else None
+        fence = options.fence
+        self.fence = Fence(part.fence_epoch) if fence and role is Role.METADATA else None
+        self.leader_fence = (
+            LeaderEpochFence(part.fence_epoch) if fence and role is Role.OFFSETS else None
+        )
 
     @property
     def done(self) -> bool:
@@ -162,6 +168,12 @@ def _add(state: _Progress, msg: Message, offset: int) -> None:
     if decoder is None:
         builder.add_raw(offset, timestamp, key, value)
         return
+    # The leader fence sees every record, before decoding (as the loader): a deposed
+    # leader's tombstones and poison are fenced too, and its markers never raise the fence.
+    leader_fence = state.leader_fence
+    admitted = leader_fence is None or leader_fence.admit(
+        key, value, cast(Headers | None, msg.headers())
+    )
     try:
         rtype, key_fields = decoder.key(key)
         if value is None:
@@ -170,11 +182,13 @@ def _add(state: _Progress, msg: Message, offset: int) -> None:
             fields = decoder.value(rtype, value)
             fields.update(key_fields)
     except PoisonError as bad:
-        builder.add_poison(offset, timestamp, key, bad.reason)
+        builder.add_poison(offset, timestamp, key, bad.reason, fenced=not admitted)
         return
     tombstone = value is None
     fence = state.fence
-    fenced = fence is not None and not tombstone and not fence.admits(rtype, fields)
+    fenced = not admitted or (
+        fence is not None and not tombstone and not fence.admits(rtype, fields)
+    )
     builder.add_record(offset, timestamp, key, rtype, fields, tombstone=tombstone, fenced=fenced)
 
 

@@ -47,7 +47,9 @@ def decoded_schema() -> StructType:
     """Internal topics: one typed struct per record type, plus skip markers.
 
     ``error`` is set on a poison record (its typed columns are null) and
-    ``fenced`` on a decision of a stale controller; both are meant to be skipped.
+    ``fenced`` on a stale controller's decision (metadata topics) or a deposed
+    shard leader's record (offsets topics, by its epoch header, so even on its
+    poison); both are meant to be skipped, as the daemon's loader skips them.
     """
     fields = [
         *_KAFKA_FIELDS,

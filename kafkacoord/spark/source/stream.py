@@ -88,7 +88,9 @@ class _Planner:
         return [KafkaInputPartition(task) for task in tasks]
 
     def _fence_epoch(self, topic: str, partition: int, offset: int) -> int:
-        if not (self.options.fence and self.options.role(topic) is Role.METADATA):
+        """The epoch in force at ``offset``: controller (metadata) or shard leader (offsets)."""
+        role = self.options.role(topic)
+        if not (self.options.fence and role in (Role.METADATA, Role.OFFSETS)):
             return -1
         scanner = self._scanners.get((topic, partition))
         if scanner is None:
@@ -97,7 +99,8 @@ class _Planner:
                 "kafkacoord-spark-fence",
                 {"auto.offset.reset": "earliest", **self.options.kafka},
             )
-            scanner = EpochScanner(consumer, topic, partition, self.options.read_timeout_s)
+            scanner = EpochScanner(consumer, topic, partition, self.options.read_timeout_s,
+                                   leader=role is Role.OFFSETS)  # fmt: skip
             self._scanners[(topic, partition)] = scanner
         return scanner.epoch_at(offset)
 
