@@ -16,9 +16,13 @@ Also measured, to show where the time goes (all on the same cores):
                        client and its load) and of the broker, during the peak window
 - broker_cpu_ms:       the broker's CPU per raw append, per kafkacoord commit and per
                        native commit
+- latency_curve:       p50/p99 and CPU per commit with load paced at an eighth and a
+                       quarter of the peak, measured after the half-peak window, so on
+                       request and reply partitions that hold more batches
 - fetch_cost:          the broker's CPU per produce-then-fetch round on a partition
-                       holding few records and one holding --long-partition records (the
-                       embedded broker's fetch cost grows with the partition's length)
+                       holding one batch and on one holding --long-partition batches of one
+                       record each, as request and reply partitions hold them (the embedded
+                       broker's fetch cost grows with the number of batches stored)
 
 The last stdout line is JSON.
 """
@@ -115,6 +119,14 @@ def commit_body(i: int) -> tuple[str, g.OffsetCommit]:
         name="events", partitions=[g.CommitPartition(partition=i % PARTITIONS, offset=i)]
     )
     return group, g.OffsetCommit(group_id=group, topics=[topic])
+
+
+def percentiles(latencies: list[float]) -> dict[str, float]:
+    ms = sorted(x * 1000 for x in latencies)
+    return {
+        "p50_ms": round(statistics.median(ms), 2),
+        "p99_ms": round(ms[max(int(len(ms) * 0.99) - 1, 0)], 2),
+    }
 
 
 def kafkacoord_commits(
@@ -226,10 +238,13 @@ def fetch_cost(
     topics = {"short": "bench_fetch_short", "long": "bench_fetch_long"}
     for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics.values()]).values():
         future.result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    # One record per batch, like the request and reply partitions under light load.
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "batch.num.messages": 1}
+    )
     for i in range(long_partition):
         producer.produce(topics["long"], b"x" * 100)
-        if i % 10_000 == 9_999:
+        if i % 1_000 == 999:
             producer.flush(60)
     producer.flush(60)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
@@ -252,7 +267,7 @@ def fetch_cost(
         result[f"{name}_ms_per_round"] = round(used_ms / rounds, 3)
     producer.flush(10)
     consumer.close()
-    result["long_partition_records"] = long_partition
+    result["long_partition_batches"] = long_partition
     return result
 
 
@@ -314,9 +329,22 @@ def run(
         done, elapsed, latencies = kafkacoord_commits(
             client, settings, seconds, concurrency, rate=peak / 2
         )
-        ms = sorted(x * 1000 for x in latencies)
-        p50, p99 = statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
+        half = percentiles(latencies)
+        p50, p99 = half["p50_ms"], half["p99_ms"]
         log(f"at {done / elapsed:.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+        curve = {}
+        for fraction in (0.125, 0.25):
+            meter.start()
+            done, elapsed, lat = kafkacoord_commits(
+                client, settings, seconds, concurrency, rate=peak * fraction
+            )
+            meter.stop()
+            curve[str(fraction)] = {
+                "rate": round(done / elapsed),
+                **percentiles(lat),
+                "cpu_ms_per_commit": meter.per_op_ms(done),
+            }
+        log(f"latency curve: {curve}")
         native_done, elapsed = native_commits(bootstrap, seconds, concurrency, meter)
         native = native_done / elapsed
         native_broker = meter.per_op_ms(native_done)["broker"]
@@ -342,6 +370,7 @@ def run(
             "kafkacoord_commit": cpu_per_commit["broker"],
             "native_commit": native_broker,
         },
+        "latency_curve": curve,
         "fetch_cost": fetch,
     }
 
@@ -351,8 +380,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument(
-        "--long-partition", type=int, default=50_000,
-        help="records in the long partition of the fetch-cost probe",
+        "--long-partition", type=int, default=5_000,
+        help="one-record batches in the long partition of the fetch-cost probe",
     )  # fmt: skip
     args = parser.parse_args()
     with (
