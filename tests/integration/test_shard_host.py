@@ -6,8 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
-from kafkacoord.codecs import decode_record
+from kafkacoord.codecs import decode_record, encode_key, encode_value
 from kafkacoord.codecs.models import NodeKey, NodeValue
 from kafkacoord.coordinator.protocol import CONTROLLER_APIS, ErrorCode
 from kafkacoord.coordinator.protocol.controller_api import RegisterNode, RegisterNodeResponse
@@ -22,11 +23,12 @@ from kafkacoord.coordinator.transport import (
 )
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import replay_consumer
+from kafkacoord.storage.errors import PoisonRecordError
 from kafkacoord.storage.fold import metadata_policy
 from kafkacoord.storage.recovery import ShardRecovery
 from kafkacoord.storage.topics import InternalTopics
 
-from .helpers import read_partition
+from .helpers import append_all, read_partition
 
 pytestmark = pytest.mark.integration
 
@@ -74,12 +76,20 @@ class NodeBook:
 
 
 class Served:
-    def __init__(self, bootstrap: str, topics: InternalTopics, cache: StateCache, identity: str):
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: InternalTopics,
+        cache: StateCache,
+        identity: str,
+        *,
+        strict: bool | None = None,
+    ) -> None:
         self.shard = NodeBook()
         self.replies = ReplySender(bootstrap, topics.responses, client_id="host-replies")
         recovery = ShardRecovery(
             cache, lambda: replay_consumer(bootstrap, "host-loader"), topics.metadata,
-            metadata_policy(),
+            metadata_policy(), strict=strict,
         )  # fmt: skip
         parts = HostParts(
             store=cache.shard(ShardId(topics.metadata, 0)),
@@ -97,15 +107,25 @@ class Served:
             "metadata-0", parts, unavailable=ErrorCode.NOT_CONTROLLER,
             on_stopped=lambda _, exc: self.stopped_with.append(exc),
         ).start()  # fmt: skip
+        if strict:
+            self.receiver = None
+            return
         assert self.host.wait_active(30)
-        self.receiver = RequestReceiver(
+        self.receiver: RequestReceiver | None = RequestReceiver(
             bootstrap, topics.controller_requests, CONTROLLER_APIS,
             lambda _, r: self.host.submit(r), self.replies, client_id="host-recv",
         )  # fmt: skip
         self.receiver.assign([0])
 
+    def wait_stopped(self, timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.host.state is not HostState.STOPPED and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.host.state is HostState.STOPPED
+
     def close(self) -> None:
-        self.receiver.close()
+        if self.receiver is not None:
+            self.receiver.close()
         self.host.stop()
         self.replies.close()
 
@@ -164,6 +184,7 @@ def test_a_newer_writer_fences_the_old_host(
         old = Served(bootstrap, topics, cache_a, "id-1")
         try:
             register(client, topics, 1)
+            assert old.receiver is not None
             old.receiver.assign([])  # only the new owner serves requests from here on
             new = Served(bootstrap, topics, cache_b, "id-1")
             try:
@@ -171,10 +192,7 @@ def test_a_newer_writer_fences_the_old_host(
                 # The zombie's next write is rejected by the broker; it steps down.
                 zombie = RegisterNode(node_id=66, incarnation="z")
                 old.host.submit(Request(RequestRef("zombie", 1, 0), "RegisterNode", zombie, 2**62))
-                deadline = time.monotonic() + 20
-                while old.host.state is not HostState.STOPPED and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                assert old.host.state is HostState.STOPPED
+                old.wait_stopped(20)
                 assert old.stopped_with and old.stopped_with[0] is not None
                 assert register(client, topics, 2) == 2
                 assert 66 not in new.shard.nodes
@@ -203,3 +221,34 @@ def test_requests_while_stopped_get_the_unavailable_error(
             assert info.value.code is ErrorCode.NOT_CONTROLLER
         finally:
             served.close()
+
+
+def test_a_strict_load_stops_at_a_poison_record_with_one_error_line(
+    bootstrap: str, topics: InternalTopics, tmp_path: Path
+) -> None:
+    node = (encode_key(NodeKey(1)), encode_value(NodeValue(1, "i", 1, False, 1, 1)))
+    append_all(bootstrap, topics.metadata, [(0, *node), (0, b"\x63\x01garbage", b"\x00\x02zz")])
+    with StateCache(tmp_path / "c") as cache, capture_logs() as logs:
+        served = Served(bootstrap, topics, cache, "id-1", strict=True)
+        try:
+            served.wait_stopped()
+        finally:
+            served.close()
+    assert len(served.stopped_with) == 1
+    failure = served.stopped_with[0]
+    assert isinstance(failure, PoisonRecordError)
+    assert (failure.topic, failure.partition, failure.offset) == (topics.metadata, 0, 1)
+    errors = [entry for entry in logs if entry["log_level"] == "error"]
+    assert [entry["event"] for entry in errors] == ["shard load stopped at a poison record"]
+    # An expected, already-reported stop: no traceback.
+    assert "exc_info" not in errors[0]
+    assert served.host.state is HostState.STOPPED
+    # Nothing past the poison record was folded into the cache.
+    checkpoint = cache_checkpoint(tmp_path / "c", topics)
+    assert checkpoint is None or checkpoint <= 1
+
+
+def cache_checkpoint(path: Path, topics: InternalTopics) -> int | None:
+    with StateCache(path) as cache:
+        checkpoint = cache.shard(ShardId(topics.metadata, 0)).checkpoint()
+    return None if checkpoint is None else checkpoint.next_offset

@@ -26,7 +26,7 @@ import structlog
 from kafkacoord.codecs import CodecError, decode_record, encode_record
 from kafkacoord.codecs.models import ControllerValue
 from kafkacoord.storage.cache import Change, ShardStore
-from kafkacoord.storage.errors import AppendError
+from kafkacoord.storage.errors import AppendError, PoisonRecordError
 from kafkacoord.storage.fold import FoldPolicy
 from kafkacoord.storage.recovery import ShardLoad
 
@@ -170,6 +170,10 @@ class ShardHost:
         except WriterFencedError as exc:
             failure = exc
             log.error("shard writer fenced; stepping down", shard=self.name, error=str(exc))
+        except PoisonRecordError as exc:
+            # Strict mode: the daemon already reports the record and stops; no traceback.
+            failure = exc
+            log.error("shard load stopped at a poison record", shard=self.name, error=str(exc))
         except Exception as exc:
             failure = exc
             log.exception("shard host failed", shard=self.name)
