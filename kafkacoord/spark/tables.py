@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from kafkacoord.codecs import RecordType
 
 from .avro import record_fields, struct_column
+from .source.options import Role
 from .warehouse.store import DELETED, KEY
 
 RECORD_TABLES: Final[dict[RecordType, str]] = {
@@ -166,9 +167,15 @@ def _skipped_rows(rows: pa.Table) -> pa.Table:
     last = rows.column("last_skipped")
     key = pc.fill_null(rows.column("key"), b"")
     fenced = pc.fill_null(pc.struct_field(last, "fenced"), False)
-    # Offsets topics are fenced by shard leader epochs, metadata topics by controller epochs.
-    by_leader = pc.ends_with(rows.column("topic"), "offsets")
-    reason = pc.if_else(by_leader, LEADER_FENCED_REASON, FENCED_REASON)
+    # Offsets topics are fenced by shard leader epochs, metadata topics by controller
+    # epochs: the source's own topic roles decide which.
+    reason = pa.array(
+        [
+            LEADER_FENCED_REASON if Role.of(topic) is Role.OFFSETS else FENCED_REASON
+            for topic in rows.column("topic").to_pylist()
+        ],
+        pa.string(),
+    )
     return pa.table(
         {
             KEY: _join(

@@ -14,27 +14,27 @@ from confluent_kafka import Message
 from kafkacoord.codecs.fencing import (
     EPOCH_HEADER,
     Headers,
+    LeaderEpochFence,
     epoch_headers,
     header_epoch,
     marker_epoch,
 )
-from kafkacoord.codecs.fencing import LeaderEpochFence as PureLeaderEpochFence
 
 
-class LeaderEpochFence(PureLeaderEpochFence):
-    """The pure fence, plus filtering of consumed messages."""
-
-    def filter(self, messages: list[Message]) -> tuple[list[Message], int]:
-        """The admitted messages, in order, and how many were fenced."""
-        admitted = [
-            m for m in messages if self.admit(m.key(), m.value(), cast(Headers | None, m.headers()))
-        ]
-        return admitted, len(messages) - len(admitted)
+def admitted_messages(
+    fence: LeaderEpochFence, messages: list[Message]
+) -> tuple[list[Message], int]:
+    """The messages ``fence`` admits, in order, and how many it fenced."""
+    admitted = [
+        m for m in messages if fence.admit(m.key(), m.value(), cast(Headers | None, m.headers()))
+    ]
+    return admitted, len(messages) - len(admitted)
 
 
 __all__ = [
     "EPOCH_HEADER",
     "LeaderEpochFence",
+    "admitted_messages",
     "epoch_headers",
     "header_epoch",
     "marker_epoch",

@@ -22,7 +22,7 @@ from kafkacoord.codecs import CodecError, RecordType, decode_key, decode_value
 from kafkacoord.codecs.models import AvroModel, ControllerValue, OffsetCommitValue
 
 from .cache import NO_EXPIRY, Change
-from .fencing import LeaderEpochFence
+from .fencing import LeaderEpochFence, admitted_messages
 from .poison import is_strict, record_poison
 
 _KEY_CACHE_LIMIT = 1_000_000
@@ -108,7 +108,7 @@ class ChunkFolder:
     ) -> tuple[dict[bytes, Change], FoldStats]:
         stats = FoldStats(records=len(messages))
         if self.policy.fenced_by_leader_epoch:
-            messages, stats.fenced = self.fence.filter(messages)
+            messages, stats.fenced = admitted_messages(self.fence, messages)
         if self.strict or self.policy.fenced_by_controller_epoch:
             return self._fold_in_order(partition, messages, stats), stats
         return self._fold_last_wins(partition, messages, stats), stats

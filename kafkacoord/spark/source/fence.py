@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from kafkacoord.codecs import CodecError, RecordType, decode_record
 from kafkacoord.codecs.fencing import Headers, LeaderEpochFence
@@ -66,19 +66,17 @@ class EpochScanner:
         self._topic = topic
         self._partition = partition
         self._timeout_s = timeout_s
-        self._leader = leader
+        self._new_fence: type[Fence | LeaderEpochFence] = LeaderEpochFence if leader else Fence
         self._scanned_to = 0
-        self._fence = Fence()
-        self._leader_fence = LeaderEpochFence()
+        self._fence = self._new_fence()
 
     def epoch_at(self, offset: int) -> int:
         """The fence epoch in force for the record at ``offset`` (from records before it)."""
         if offset < self._scanned_to:
-            self._scanned_to, self._fence = 0, Fence()
-            self._leader_fence = LeaderEpochFence()
+            self._scanned_to, self._fence = 0, self._new_fence()
         if offset > self._scanned_to:
             self._scan(offset)
-        return self._leader_fence.epoch if self._leader else self._fence.epoch
+        return self._fence.epoch
 
     def _scan(self, end: int) -> None:
         consumer = self._consumer
@@ -104,17 +102,17 @@ class EpochScanner:
                         position = end
                         break
                     position = offset + 1
-                    if self._leader:
-                        # Every record: a stale header also rejects a marker (as the loader).
-                        headers = cast(Headers | None, msg.headers())
-                        self._leader_fence.admit(msg.key(), msg.value(), headers)
-                    else:
-                        self._observe(msg.key(), msg.value())
+                    self._observe(msg)
         finally:
             consumer.unassign()
         self._scanned_to = end
 
-    def _observe(self, key: bytes | None, value: bytes | None) -> None:
+    def _observe(self, msg: Message) -> None:
+        key, value, fence = msg.key(), msg.value(), self._fence
+        if isinstance(fence, LeaderEpochFence):
+            # Every record: a stale header also rejects a marker (as the loader).
+            fence.admit(key, value, cast(Headers | None, msg.headers()))
+            return
         if not key or key[0] != RecordType.CONTROLLER or value is None:
             return
         try:
@@ -122,7 +120,7 @@ class EpochScanner:
         except CodecError:
             return  # poison is skipped by the read as well
         if isinstance(decoded, ControllerValue):
-            self._fence.admits(RecordType.CONTROLLER, {"epoch": decoded.epoch})
+            fence.admits(RecordType.CONTROLLER, {"epoch": decoded.epoch})
 
     def close(self) -> None:
         self._consumer.close()
