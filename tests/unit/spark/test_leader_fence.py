@@ -25,41 +25,16 @@ from kafkacoord.spark.source.options import Role, SourceOptions
 from kafkacoord.spark.source.read import OffsetRange, _add, _Progress
 from kafkacoord.spark.tables import FENCED_REASON, LEADER_FENCED_REASON, _skipped_rows
 from kafkacoord.storage.fold import ChunkFolder, offsets_policy
+from tests.unit.messages import FakeMessage
 
 TOPIC = "__kc_offsets"
 
 
-class Msg:
-    """A consumed record as confluent_kafka hands it over."""
-
-    def __init__(self, offset: int, key: bytes | None, value: bytes | None,
-                 epoch: int | None, error: Any = None) -> None:  # fmt: skip
-        self._offset, self._key, self._value, self._error = offset, key, value, error
-        self._headers = None if epoch is None else epoch_headers(epoch)
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def headers(self) -> Any:
-        return self._headers
-
-    def timestamp(self) -> tuple[int, int]:
-        return 1, 1_000 + self._offset
-
-    def error(self) -> Any:
-        return self._error
-
-    def topic(self) -> str:
-        return TOPIC
-
-    def partition(self) -> int:
-        return 0
+def msg(
+    offset: int, key: bytes | None, value: bytes | None, epoch: int | None, error: Any = None
+) -> FakeMessage:
+    headers = None if epoch is None else epoch_headers(epoch)
+    return FakeMessage(key, value, offset, headers, topic=TOPIC, error=error)
 
 
 def oc(partition: int) -> bytes:
@@ -94,8 +69,8 @@ LOG: list[tuple[bytes, bytes | None, int | None]] = [
 FENCED = {5, 6, 7, 8, 9}
 
 
-def messages(start: int = 0) -> list[Msg]:
-    return [Msg(o, *LOG[o]) for o in range(start, len(LOG))]
+def messages(start: int = 0) -> list[FakeMessage]:
+    return [msg(o, *LOG[o]) for o in range(start, len(LOG))]
 
 
 def read(start: int = 0, fence_epoch: int = -1, *, fence: bool = True) -> list[dict[str, Any]]:
@@ -154,9 +129,9 @@ class FakeConsumer:
     def unassign(self) -> None:
         pass
 
-    def consume(self, count: int, timeout: float) -> list[Msg]:
+    def consume(self, count: int, timeout: float) -> list[FakeMessage]:
         if self.position >= len(LOG):
-            return [Msg(len(LOG), None, None, None, error=Eof())]
+            return [msg(len(LOG), None, None, None, error=Eof())]
         got = messages(self.position)[:count]
         self.position += len(got)
         self.served += [m.offset() for m in got]

@@ -38,6 +38,7 @@ from kafkacoord.storage.fold import (
     metadata_policy,
     offsets_policy,
 )
+from tests.unit.messages import FakeMessage
 
 RETENTION = 7 * 24 * 3600 * 1000
 T0 = 1_700_000_000_000
@@ -45,34 +46,8 @@ OFFSETS = "__kc_offsets"
 METADATA = "__kc_metadata"
 
 
-class Rec:
-    """A consumed record as ChunkFolder sees it: key, value and offset."""
-
-    def __init__(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        offset: int,
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> None:
-        self._key, self._value, self._offset = key, value, offset
-        self._headers = headers
-
-    def headers(self) -> list[tuple[str, bytes]] | None:
-        return self._headers
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def offset(self) -> int:
-        return self._offset
-
-
 def chunk(*pairs: tuple[bytes | None, bytes | None], start: int = 0) -> list[Any]:
-    return [Rec(k, v, start + i) for i, (k, v) in enumerate(pairs)]
+    return [FakeMessage(k, v, start + i) for i, (k, v) in enumerate(pairs)]
 
 
 def oc_key(group: str = "g", topic: str = "t", partition: int = 0) -> bytes:
@@ -536,13 +511,13 @@ def test_valid_commit_with_negative_explicit_expiry_can_be_applied(tmp_path: Any
 # -- leader-epoch fencing of group shards -------------------------------------------------
 
 
-def leader(epoch: int, offset: int) -> Rec:
+def leader(epoch: int, offset: int) -> FakeMessage:
     marker = encode_value(ShardLeaderValue(epoch, 1, "inc", T0))
-    return Rec(encode_key(ShardLeaderKey()), marker, offset, epoch_headers(epoch))
+    return FakeMessage(encode_key(ShardLeaderKey()), marker, offset, epoch_headers(epoch))
 
 
-def tagged(key: bytes, value: bytes | None, offset: int, epoch: int) -> Rec:
-    return Rec(key, value, offset, epoch_headers(epoch))
+def tagged(key: bytes, value: bytes | None, offset: int, epoch: int) -> FakeMessage:
+    return FakeMessage(key, value, offset, epoch_headers(epoch))
 
 
 def test_records_of_a_deposed_leader_after_the_new_marker_are_ignored() -> None:

@@ -12,6 +12,7 @@ from structlog.testing import capture_logs
 from kafkacoord.storage import poison
 from kafkacoord.storage.errors import PoisonRecordError, StorageError
 from kafkacoord.storage.fold import ChunkFolder, offsets_policy
+from tests.unit.messages import FakeMessage
 
 
 @pytest.fixture(autouse=True)
@@ -99,25 +100,8 @@ def test_explicit_strict_overrides_the_process_switch() -> None:
         poison.record_poison("a", 0, 2, "r", strict=True)
 
 
-class _Rec:
-    def __init__(self, key: bytes | None, value: bytes | None, offset: int) -> None:
-        self._key, self._value, self._offset = key, value, offset
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def offset(self) -> int:
-        return self._offset
-
-    def headers(self) -> None:
-        return None
-
-
 def test_folds_report_through_this_module_and_follow_the_process_switch() -> None:
-    messages = [_Rec(b"\x63\x01x", b"\x00\x01", 17)]
+    messages = [FakeMessage(b"\x63\x01x", b"\x00\x01", 17)]
     with capture_logs() as logs:
         _, stats = ChunkFolder("offs", offsets_policy(1000)).fold(2, messages)  # type: ignore[arg-type]
     assert stats.poison == 1
