@@ -32,10 +32,6 @@ from .models import (
     OffsetCommitValue,
     PartitionKey,
     PartitionValue,
-    RequestKey,
-    RequestValue,
-    ResponseKey,
-    ResponseValue,
     ShardLeaderKey,
     ShardLeaderValue,
     TopicKey,
@@ -51,8 +47,7 @@ class RecordType(IntEnum):
     GROUP_METADATA = 10
     OFFSET_COMMIT = 11
     SHARD_LEADER = 12
-    REQUEST = 20
-    RESPONSE = 21
+    # 20 and 21 were the request and response envelopes of the retired request topics.
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +88,6 @@ SPECS: Final[dict[RecordType, RecordSpec]] = {
         ),
         RecordSpec(RecordType.OFFSET_COMMIT, "offset_commit", OffsetCommitKey, OffsetCommitValue),
         RecordSpec(RecordType.SHARD_LEADER, "shard_leader", ShardLeaderKey, ShardLeaderValue),
-        RecordSpec(RecordType.REQUEST, "request", RequestKey, RequestValue),
-        RecordSpec(RecordType.RESPONSE, "response", ResponseKey, ResponseValue),
     )
 }
 

@@ -19,10 +19,10 @@ from .admin.reassign_files import (
     propose,
 )
 from .admin.render import describe_topics, node_table, reassignment_lines
+from .clients.errors import RequestError
 from .controller.placement import AdminOperationError
 from .protocol import ErrorCode
 from .settings import Settings, load_settings
-from .transport import RequestError
 
 BOOTSTRAP_FILE = "bootstrap"
 
@@ -65,7 +65,7 @@ def admin_session(config: Path | None, bootstrap: str | None) -> Iterator[Contro
     try:
         with ControllerAdmin(
             settings.bootstrap or "", settings.topics,
-            responses_partitions=settings.responses_partitions,
+            tls=settings.client_tls(),
         ) as admin:  # fmt: skip
             yield admin
     except RequestError as exc:

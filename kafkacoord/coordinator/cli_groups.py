@@ -17,10 +17,10 @@ from kafkacoord.storage.watermarks import EndOffsetProbe, log_end_offsets
 from .admin.render import table
 from .cli_admin import BootstrapOption, ConfigOption, fail, resolve_settings
 from .clients import GroupAdmin
+from .clients.errors import RequestError
 from .clients.group_member import broker_partition_counts
 from .groups.consumer_protocol import ConsumerProtocolError, decode_assignment
 from .protocol import ErrorCode
-from .transport import RequestError
 
 groups_app = typer.Typer(
     help="List, describe, delete groups and manage their offsets.", no_args_is_help=True
@@ -38,7 +38,7 @@ def group_session(config: Path | None, bootstrap: str | None) -> Iterator[tuple[
             servers,
             topic_prefix=settings.topic_prefix,
             offsets_partitions=settings.offsets_partitions,
-            responses_partitions=settings.responses_partitions,
+            tls=settings.client_tls(),
         ) as admin:
             yield admin, servers
     except RequestError as exc:

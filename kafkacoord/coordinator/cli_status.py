@@ -15,9 +15,9 @@ from .admin import read_metadata
 from .admin.render import table
 from .cli_admin import BootstrapOption, ConfigOption, fail, resolve_settings
 from .clients import GroupAdmin
+from .clients.errors import RequestError
 from .ops.summary import TP, cluster_summary, group_lag
 from .settings import Settings
-from .transport import RequestError
 
 ROWS = 10
 """Rows per table in the text output; --json lists everything."""
@@ -32,7 +32,7 @@ def _read_groups(
         with GroupAdmin(
             servers, topic_prefix=settings.topic_prefix,
             offsets_partitions=settings.offsets_partitions,
-            responses_partitions=settings.responses_partitions, timeout_s=timeout_s,
+            tls=settings.client_tls(), timeout_s=timeout_s,
         ) as admin:  # fmt: skip
             states = {g.group_id: g.state for g in admin.list_groups()}
             committed = {

@@ -1,6 +1,7 @@
 """The kafkacoord daemon: broker connection, internal topics, cache, shard loading,
-then the controller (on whichever daemon wins the election) and this daemon's own
-node agent, through which the controller places group-coordinator shards on it.
+the request listener, then the controller (on whichever daemon wins the election) and
+this daemon's own node agent, through which the controller places group-coordinator
+shards on it.
 """
 
 from __future__ import annotations
@@ -24,14 +25,19 @@ from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
 from kafkacoord.storage.topics import ensure_topics
 
 from .agent import NodeAgent
+from .clients.errors import RequestError
+from .clients.routes import LISTENER_ENDPOINT
 from .controller.config import COORDINATOR_ROLE
 from .ops import OpsService, StatusSource
+from .protocol import ErrorCode
+from .runtime.shard import Request
 from .services.controller import ControllerService
+from .services.dispatch import RequestDispatcher, reject
 from .services.groups import GroupService
 from .services.rebirth import recreate_topics, wipe_cache
 from .services.watchdog import BrokerWatchdog, IdentityChange, TopicIdentityProbe
 from .settings import Settings
-from .transport import ReplySender, RequestError
+from .wire import Listener, server_context
 
 log = structlog.get_logger(__name__)
 
@@ -55,7 +61,11 @@ class Daemon:
         self._stop = threading.Event()
         self._broker: EmbeddedBroker | None = None
         self._cache: StateCache | None = None
-        self._replies: ReplySender | None = None
+        self.listener: Listener | None = None
+        self.dispatcher = RequestDispatcher(
+            self._to_controller, self._to_groups,
+            admin_principals=settings.admin_principals if settings.tls_client_ca else None,
+        )  # fmt: skip
         self.controller: ControllerService | None = None
         self.groups: GroupService | None = None
         self.agent: NodeAgent | None = None
@@ -72,6 +82,8 @@ class Daemon:
             started=lambda: self.state.ready,
             controller=lambda: self.controller,
             groups=lambda: self.groups,
+            listener=lambda: self.listener,
+            dispatcher=self.dispatcher,
         )
         self.ops = OpsService(status, loads=lambda: self.state.loads)
 
@@ -121,20 +133,50 @@ class Daemon:
         self.state.identities = ensure_topics(admin, s.topics.specs(), replication_factor=rf)
         self._cache = self._open_cache()
         topics = s.topics
+        self._start_listener()
         self._load_shards()
         self._start_services(bootstrap)
         self.state.ready = True
         offsets = self.state.loads[topics.offsets].values()
         metadata = self.state.loads[topics.metadata].values()
+        assert self.listener is not None
         log.info(
             "daemon ready",
             node_id=s.node_id,
             bootstrap=bootstrap,
+            endpoint=self.listener.advertised,
             shards=len(offsets) + 1,
             records_replayed=sum(load.stats.records for load in offsets),
             poison_skipped=sum(load.stats.poison for load in [*metadata, *offsets]),
             seconds=round(time.monotonic() - started, 3),
         )
+
+    def _start_listener(self) -> None:
+        s = self.settings
+        host, _, port = s.listen.rpartition(":")
+        tls = None
+        if s.tls_cert is not None and s.tls_key is not None:
+            tls = server_context(s.tls_cert, s.tls_key, s.tls_client_ca)
+        self.listener = Listener(
+            host.strip("[]"), int(port), self.dispatcher, limits=s.listener_limits(),
+            ssl_context=tls, advertised=s.advertised_listener,
+        ).start()  # fmt: skip
+        log.info("listening", endpoint=self.listener.endpoint, advertised=self.listener.advertised,
+                 tls=tls is not None, mutual_tls=s.tls_client_ca is not None)  # fmt: skip
+
+    def _to_controller(self, request: Request) -> None:
+        controller = self.controller
+        if controller is None:
+            reject(request, ErrorCode.NOT_CONTROLLER, "this daemon is not serving yet")
+        else:
+            controller.dispatch(request)
+
+    def _to_groups(self, shard: int, request: Request) -> None:
+        groups = self.groups
+        if groups is None:
+            reject(request, ErrorCode.NOT_COORDINATOR, "this daemon is not serving yet")
+        else:
+            groups.dispatch(shard, request)
 
     def _load_shards(self) -> None:
         s = self.settings
@@ -152,22 +194,21 @@ class Daemon:
             self._probe = TopicIdentityProbe(bootstrap, client_id=f"kafkacoord-{s.node_id}-probe")
         # Every later load checks that the broker still has the topics the cache came from.
         probe = self._probe.identity
-        self._replies = ReplySender(
-            bootstrap, topics.responses, client_id=f"kafkacoord-{s.node_id}-replies"
-        )
-        self.controller = ControllerService(
-            s, bootstrap, self._cache, self.state.identities[topics.metadata], self._replies,
-            config=s.controller_config(), incarnation=self.incarnation,
-            observer=self.ops.observer, identity_probe=probe,
-        )  # fmt: skip
+        assert self.listener is not None
+        endpoint = self.listener.advertised
         self.groups = GroupService(
-            s, bootstrap, self._cache, self.state.identities[topics.offsets], self._replies,
+            s, bootstrap, self._cache, self.state.identities[topics.offsets],
             config=s.group_config(), observer=self.ops.observer, identity_probe=probe,
+        )  # fmt: skip
+        self.controller = ControllerService(
+            s, bootstrap, self._cache, self.state.identities[topics.metadata],
+            config=s.controller_config(), incarnation=self.incarnation, endpoint=endpoint,
+            observer=self.ops.observer, identity_probe=probe,
         )  # fmt: skip
         self.agent = NodeAgent(
             bootstrap, node_id=s.node_id, handler=self.groups, rack=s.rack,
-            roles=[COORDINATOR_ROLE], topic_prefix=s.topic_prefix,
-            responses_partitions=s.responses_partitions,
+            endpoints={LISTENER_ENDPOINT: endpoint}, roles=[COORDINATOR_ROLE],
+            topic_prefix=s.topic_prefix, tls=s.client_tls(),
             heartbeat_interval_ms=s.node_heartbeat_interval_ms,
         )  # fmt: skip
         self.groups.agent = self.agent
@@ -287,15 +328,16 @@ class Daemon:
         if self.groups is not None:
             self.groups.close()
             self.groups = None
-        if self._replies is not None:
-            self._replies.close()
-            self._replies = None
 
     def stop(self) -> None:
         self.state.ready = False  # /health reports 503 while the services go down
         self._stop.set()  # a rebuild in progress gives up at its next step
         with self._lifecycle:
             self._stop_services()
+        # After the services: their last replies (NOT_COORDINATOR) still reach callers.
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
         if self._cache is not None:
             self._cache.close()
             self._cache = None

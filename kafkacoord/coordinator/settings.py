@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -18,6 +18,7 @@ from kafkacoord.storage.topics import InternalTopics
 
 from .controller.config import COORDINATOR_ROLE, ControllerConfig, InternalTopicSpec
 from .groups.config import GroupConfig
+from .wire import ClientTls, ListenerLimits
 
 CONFIG_ENV = "KAFKACOORD_CONFIG"
 
@@ -40,9 +41,35 @@ class Settings(BaseSettings):
     )
     offsets_segment_bytes: int = Field(104857600, ge=1, description="offsets.topic.segment.bytes")
     offsets_retention_minutes: int = Field(10080, ge=1, description="offsets.retention.minutes")
-    responses_partitions: int = Field(8, ge=1, description="Partitions of the responses topic.")
-    request_retention_ms: int = Field(
-        600_000, ge=1000, description="retention.ms of request topics."
+    listen: str = Field(
+        "127.0.0.1:9192",
+        pattern=r"^.+:\d+$",
+        description="host:port of the request listener (listeners); port 0 picks a free one.",
+    )
+    advertised_listener: str | None = Field(
+        None,
+        pattern=r"^.+:\d+$",
+        description="host:port clients are told to use (advertised.listeners); default: bound.",
+    )
+    max_frame_bytes: int = Field(
+        1024 * 1024, ge=1024, description="Largest request frame (socket.request.max.bytes)."
+    )
+    max_inflight_requests: int = Field(
+        1000, ge=1, description="Unanswered requests per connection before reading pauses."
+    )
+    connections_max_idle_ms: int = Field(600_000, ge=100, description="connections.max.idle.ms")
+    max_connections: int = Field(10_000, ge=1, description="max.connections")
+    tls_cert: Path | None = Field(None, description="PEM certificate of the listener (TLS on).")
+    tls_key: Path | None = Field(None, description="PEM private key of tls_cert.")
+    tls_client_ca: Path | None = Field(
+        None, description="CA that signs client certificates: mutual TLS (ssl.client.auth)."
+    )
+    tls_ca: Path | None = Field(
+        None, description="CA a client trusts when it connects to a TLS listener."
+    )
+    admin_principals: list[str] = Field(
+        default_factory=list,
+        description="With mutual TLS: certificate subjects allowed to make mutating admin calls.",
     )
     load_chunk_records: int = Field(
         200_000, ge=1, description="Records folded per atomic cache write while loading."
@@ -99,6 +126,19 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["console", "json"] = "console"
 
+    @model_validator(mode="after")
+    def _tls_is_whole(self) -> Settings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together: set both or neither")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
+        if self.admin_principals and self.tls_client_ca is None:
+            raise ValueError(
+                "admin_principals needs mutual TLS (tls_client_ca): without client "
+                "certificates there is no principal to check"
+            )
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -118,9 +158,21 @@ class Settings(BaseSettings):
         return InternalTopics(
             prefix=self.topic_prefix,
             offsets_partitions=self.offsets_partitions,
-            responses_partitions=self.responses_partitions,
             offsets_segment_bytes=self.offsets_segment_bytes,
-            request_retention_ms=self.request_retention_ms,
+        )
+
+    def client_tls(self) -> ClientTls | None:
+        """How this process's clients reach TLS listeners (None: plaintext)."""
+        if self.tls_ca is None:
+            return None
+        return ClientTls(self.tls_ca, self.tls_cert, self.tls_key)
+
+    def listener_limits(self) -> ListenerLimits:
+        return ListenerLimits(
+            max_frame_bytes=self.max_frame_bytes,
+            max_inflight_per_connection=self.max_inflight_requests,
+            connections_max_idle_ms=self.connections_max_idle_ms,
+            max_connections=self.max_connections,
         )
 
     def controller_config(self) -> ControllerConfig:

@@ -6,7 +6,7 @@ import logging
 import threading
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 
 from .errors import BrokerUnavailableError
@@ -19,6 +19,24 @@ _REPLAY_CONSUMER = {
     "queued.min.messages": 500_000,
     "fetch.wait.max.ms": 10,
 }
+
+
+# Some brokers (tansu) answer a waiting fetch only when its wait ends, not when data
+# arrives, so the wait bounds how late a tailing reader sees a record; every fetch also
+# costs the broker CPU. Background tails (metadata followers) poll every 50 ms.
+BACKGROUND_FETCH_WAIT_MS = 50
+
+
+def polling_consumer(fetch_wait_ms: int) -> dict[str, int]:
+    return {"fetch.wait.max.ms": fetch_wait_ms, "fetch.error.backoff.ms": 20}
+
+
+def poll_batch(consumer: Consumer, max_messages: int, timeout_s: float) -> list[Message]:
+    """Wait for the first message only: ``consume(n, t)`` would wait out ``t`` for n of them."""
+    first = consumer.poll(timeout_s)
+    if first is None:
+        return []
+    return [first, *consumer.consume(max_messages - 1, 0)]
 
 
 def base_config(bootstrap: str, client_id: str, **extra: Any) -> dict[str, Any]:

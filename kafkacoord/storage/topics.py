@@ -16,6 +16,7 @@ from .errors import TopicConfigError
 log = structlog.get_logger(__name__)
 
 COMPACT = "compact"
+RETIRED = ("group_requests", "controller_requests", "responses")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +34,16 @@ class TopicSpec:
 
 @dataclass(frozen=True, slots=True)
 class InternalTopics:
-    """Names and specs of kafkacoord's topics under one prefix (DESIGN §2)."""
+    """Names and specs of kafkacoord's two topics under one prefix.
+
+    Requests travel over direct connections to the daemons, not over topics. Older
+    releases also created ``<prefix>group_requests``, ``<prefix>controller_requests``
+    and ``<prefix>responses``; nothing reads them any more (see :data:`RETIRED`).
+    """
 
     prefix: str = "__kc_"
     offsets_partitions: int = 50
-    responses_partitions: int = 8
     offsets_segment_bytes: int = 100 * 1024 * 1024
-    request_retention_ms: int = 10 * 60 * 1000
 
     @property
     def metadata(self) -> str:
@@ -50,19 +54,11 @@ class InternalTopics:
         return f"{self.prefix}offsets"
 
     @property
-    def group_requests(self) -> str:
-        return f"{self.prefix}group_requests"
-
-    @property
-    def controller_requests(self) -> str:
-        return f"{self.prefix}controller_requests"
-
-    @property
-    def responses(self) -> str:
-        return f"{self.prefix}responses"
+    def retired(self) -> list[str]:
+        """Topics of the old request path, safe to delete once every daemon is upgraded."""
+        return [f"{self.prefix}{name}" for name in RETIRED]
 
     def specs(self) -> list[TopicSpec]:
-        short = {"cleanup.policy": "delete", "retention.ms": str(self.request_retention_ms)}
         return [
             TopicSpec(self.metadata, 1, {"cleanup.policy": COMPACT}),
             TopicSpec(
@@ -74,9 +70,6 @@ class InternalTopics:
                     "compression.type": "uncompressed",
                 },
             ),
-            TopicSpec(self.group_requests, self.offsets_partitions, short),
-            TopicSpec(self.controller_requests, 1, short),
-            TopicSpec(self.responses, self.responses_partitions, short, fixed_partitions=False),
         ]
 
 

@@ -22,7 +22,6 @@ from .offsets import (
     ShardLeaderKey,
     ShardLeaderValue,
 )
-from .transport import RequestKey, RequestValue, ResponseKey, ResponseValue
 
 __all__ = [
     "AvroModel",
@@ -39,10 +38,6 @@ __all__ = [
     "PartitionState",
     "PartitionValue",
     "Reassignment",
-    "RequestKey",
-    "RequestValue",
-    "ResponseKey",
-    "ResponseValue",
     "ShardLeaderKey",
     "ShardLeaderValue",
     "TopicKey",

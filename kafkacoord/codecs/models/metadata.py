@@ -20,6 +20,7 @@ class ControllerValue(AvroModel):
     node_id: int
     incarnation: str
     activated_ms: int
+    endpoint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

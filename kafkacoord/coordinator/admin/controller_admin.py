@@ -1,6 +1,6 @@
 """Admin operations against the active controller, and metadata snapshots.
 
-Writes travel as requests over ``__kc_controller_requests``; reads replay
+Writes go to the active controller's listener; reads replay
 ``__kc_metadata`` into a :class:`MetadataImage`, the controller's own view, so
 they work even while no controller is active.
 """
@@ -12,11 +12,13 @@ from collections.abc import Mapping, Sequence
 from kafkacoord.storage.topics import InternalTopics
 
 from ..agent.follower import MetadataFollower
+from ..clients.connector import shared_client
+from ..clients.errors import B, RequestError
+from ..clients.routes import CONTROLLER
 from ..controller.image import MetadataImage
 from ..protocol import Body, Empty, ErrorCode, TopicPartitionRef
 from ..protocol import controller_api as api
-from ..transport import RequestClient, RequestError
-from ..transport.client import B
+from ..wire import ClientTls
 
 
 def read_metadata(bootstrap: str, topic: str, timeout_s: float = 30.0) -> MetadataImage:
@@ -39,20 +41,17 @@ class ControllerAdmin:
         bootstrap: str,
         topics: InternalTopics,
         *,
-        responses_partitions: int,
+        tls: ClientTls | None = None,
         timeout_s: float = 30.0,
     ) -> None:
         self.bootstrap = bootstrap
         self.topics = topics
         self.timeout_s = timeout_s
-        self._client = RequestClient(bootstrap, topics.responses, responses_partitions)
+        self._client = shared_client(bootstrap, topic_prefix=topics.prefix, tls=tls)
 
     def call(self, body: Body, response: type[B]) -> B:
         """Send any controller request and wait for its reply."""
-        return self._client.call(
-            self.topics.controller_requests, 0, type(body).__name__, body, response,
-            timeout_s=self.timeout_s,
-        )  # fmt: skip
+        return self._client.call(CONTROLLER, body, response, timeout_s=self.timeout_s)
 
     def metadata(self) -> MetadataImage:
         return read_metadata(self.bootstrap, self.topics.metadata, self.timeout_s)

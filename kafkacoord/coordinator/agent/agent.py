@@ -21,13 +21,14 @@ from collections.abc import Callable, Mapping, Sequence
 import structlog
 
 from kafkacoord.codecs.models import NodeKey, NodeValue, PartitionValue
-from kafkacoord.storage.topics import InternalTopics
 
-from ..protocol import Body, ErrorCode, TopicPartitionRef
+from ..clients.connector import shared_client
+from ..clients.errors import RequestError
+from ..clients.routes import CONTROLLER
+from ..protocol import ALL_APIS, Body, ErrorCode, TopicPartitionRef
 from ..protocol import controller_api as api
 from ..runtime.shard import Record
-from ..transport import RequestClient, RequestError
-from ..transport.client import BACKGROUND_FETCH_WAIT_MS
+from ..wire import ClientTls
 from .follower import MetadataFollower
 from .replicas import PartitionHandler, ReplicaManager, Transition, deliver
 
@@ -45,7 +46,7 @@ class NodeAgent:
         endpoints: Mapping[str, str] | None = None,
         roles: Sequence[str] = (),
         topic_prefix: str = "__kc_",
-        responses_partitions: int = 8,
+        tls: ClientTls | None = None,
         heartbeat_interval_ms: int = 2000,
         request_timeout_s: float = 30.0,
     ) -> None:
@@ -59,17 +60,12 @@ class NodeAgent:
         self._rack = rack
         self._endpoints = dict(endpoints or {})
         self._roles = list(roles)
-        self._topics = InternalTopics(prefix=topic_prefix)
         self._heartbeat_s = heartbeat_interval_ms / 1000
         self._timeout_s = request_timeout_s
         self._replicas = ReplicaManager(node_id)
         self._lock = threading.RLock()
         self._closing = threading.Event()
-        self._client = RequestClient(
-            bootstrap, self._topics.responses, responses_partitions,
-            client_id=f"node-{node_id}-{self.incarnation[:8]}",
-            fetch_wait_ms=BACKGROUND_FETCH_WAIT_MS,
-        )  # fmt: skip
+        self._client = shared_client(bootstrap, topic_prefix=topic_prefix, tls=tls)
         self._follower: MetadataFollower | None = None
         self._heartbeats: threading.Thread | None = None
 
@@ -79,7 +75,7 @@ class NodeAgent:
         """Register (waiting for a controller), then follow metadata and heartbeat."""
         self._register(timeout_s)
         self._follower = MetadataFollower(
-            self._bootstrap, self._topics.metadata, self._on_record,
+            self._bootstrap, self._client.topics.metadata, self._on_record,
             client_id=f"node-{self.node_id}-{self.incarnation[:8]}",
             on_caught_up=self._on_caught_up,
         )  # fmt: skip
@@ -103,9 +99,8 @@ class NodeAgent:
     # -- controller requests -------------------------------------------------------
 
     def _call(self, name: str, body: Body, timeout_s: float | None = None) -> Body:
-        return self._client.call(
-            self._topics.controller_requests, 0, name, body, timeout_s=timeout_s or self._timeout_s
-        )
+        response = ALL_APIS[name].response
+        return self._client.call(CONTROLLER, body, response, timeout_s=timeout_s or self._timeout_s)
 
     def _register(self, timeout_s: float) -> None:
         reply = self._call(

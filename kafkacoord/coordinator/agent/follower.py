@@ -16,14 +16,18 @@ import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kafkacoord.codecs import CodecError, RecordType, decode_record
-from kafkacoord.storage.clients import base_config, close_after
+from kafkacoord.storage.clients import (
+    BACKGROUND_FETCH_WAIT_MS,
+    base_config,
+    close_after,
+    poll_batch,
+    polling_consumer,
+)
 from kafkacoord.storage.errors import PoisonRecordError
 from kafkacoord.storage.fold import metadata_policy
 from kafkacoord.storage.poison import record_poison
 
 from ..runtime.shard import Record
-from ..transport.client import BACKGROUND_FETCH_WAIT_MS, polling_consumer
-from ..transport.envelope import poll_batch
 
 log = structlog.get_logger(__name__)
 

@@ -1,17 +1,16 @@
-"""What every group client shares: the request client and the group -> shard mapping."""
+"""What every group client shares: the process's client and the group -> shard mapping."""
 
 from __future__ import annotations
 
-from kafkacoord.storage.topics import InternalTopics
-
 from ..groups.partitioning import partition_for
 from ..protocol import Body
-from ..transport import RequestClient
-from ..transport.client import B
+from ..wire import ClientTls
+from .connector import CoordinatorClient, shared_client
+from .errors import B
 
 
 class GroupChannel:
-    """Sends group requests to the shard partition of their group."""
+    """Sends group requests to the daemon leading the shard of their group."""
 
     def __init__(
         self,
@@ -19,16 +18,14 @@ class GroupChannel:
         *,
         topic_prefix: str = "__kc_",
         offsets_partitions: int = 50,
-        responses_partitions: int = 8,
-        client_id: str | None = None,
+        tls: ClientTls | None = None,
         timeout_s: float = 30.0,
     ) -> None:
         self.bootstrap = bootstrap
-        self.topics = InternalTopics(prefix=topic_prefix, offsets_partitions=offsets_partitions)
         self.partitions = offsets_partitions
         self.timeout_s = timeout_s
-        self.client = RequestClient(
-            bootstrap, self.topics.responses, responses_partitions, client_id=client_id
+        self.client: CoordinatorClient = shared_client(
+            bootstrap, topic_prefix=topic_prefix, tls=tls
         )
 
     def shard_of(self, group_id: str) -> int:
@@ -44,7 +41,7 @@ class GroupChannel:
         attempt_timeout_s: float | None = None,
     ) -> B:
         return self.client.call(
-            self.topics.group_requests, shard, type(body).__name__, body, response,
+            shard, body, response,
             timeout_s=timeout_s or self.timeout_s, attempt_timeout_s=attempt_timeout_s,
         )  # fmt: skip
 

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..groups.assignors.common import TopicPartition
 from ..protocol import ErrorCode
 from ..protocol import group_api as g
+from ..wire import ClientTls
 from .base import GroupChannel
 
 
@@ -25,12 +26,12 @@ class GroupAdmin:
         *,
         topic_prefix: str = "__kc_",
         offsets_partitions: int = 50,
-        responses_partitions: int = 8,
+        tls: ClientTls | None = None,
         timeout_s: float = 30.0,
     ) -> None:
         self.channel = GroupChannel(
             bootstrap, topic_prefix=topic_prefix, offsets_partitions=offsets_partitions,
-            responses_partitions=responses_partitions, timeout_s=timeout_s,
+            tls=tls, timeout_s=timeout_s,
         )  # fmt: skip
 
     def list_groups(self, states: Collection[str] = ()) -> list[g.ListedGroup]:

@@ -36,8 +36,9 @@ from ..groups.consumer_protocol import (
 from ..protocol import ErrorCode
 from ..protocol import group_api as g
 from ..protocol.base import Empty
-from ..transport import RequestError
+from ..wire import ClientTls
 from .base import GroupChannel
+from .errors import RequestError
 
 log = structlog.get_logger(__name__)
 
@@ -91,7 +92,7 @@ class GroupMember:
         partition_counts: PartitionCounts | None = None,
         topic_prefix: str = "__kc_",
         offsets_partitions: int = 50,
-        responses_partitions: int = 8,
+        tls: ClientTls | None = None,
     ) -> None:
         self.group_id = group_id
         self.topics = tuple(topics)
@@ -116,7 +117,7 @@ class GroupMember:
         self._counts = partition_counts or broker_partition_counts(bootstrap)
         self._channel = GroupChannel(
             bootstrap, topic_prefix=topic_prefix, offsets_partitions=offsets_partitions,
-            responses_partitions=responses_partitions,
+            tls=tls,
         )  # fmt: skip
         self.shard = self._channel.shard_of(group_id)
         self._stable = threading.Event()

@@ -78,10 +78,14 @@ class ControllerShard:
         config: ControllerConfig,
         node_id: int,
         incarnation: str,
+        *,
         rng: random.Random | None = None,
         elections: Counter[str] | None = None,
+        endpoint: str | None = None,
     ) -> None:
         self.config = config
+        # Where this controller listens: clients find it in the ControllerRecord.
+        self.endpoint = endpoint
         # Leader elections this controller decided, by kind; its owner may share one
         # counter across reloads, so the count outlives each shard instance.
         self.elections: Counter[str] = Counter() if elections is None else elections
@@ -147,7 +151,10 @@ class ControllerShard:
         # The new epoch goes first: every decision after it carries it.
         batch.records.append(
             Record(
-                ControllerKey(), ControllerValue(self.epoch, self.node_id, self.incarnation, now_ms)
+                ControllerKey(),
+                ControllerValue(
+                    self.epoch, self.node_id, self.incarnation, now_ms, endpoint=self.endpoint
+                ),
             )
         )
         self.nodes.start_sessions(batch)

@@ -48,26 +48,32 @@ class _StatusFamilies:
         self.shards = gauge(
             "kafkacoord_shards", "Shards this daemon leads, by host state.", labels=["state"]
         )
-        self.received = counter(
-            "kafkacoord_requests_received",
-            "Well-formed requests handed to a shard, by request topic.",
-            labels=["topic"],
+        self.connections = gauge(
+            "kafkacoord_listener_connections", "Open client connections to this daemon."
         )
-        self.skipped = counter(
-            "kafkacoord_requests_skipped",
-            "Requests dropped unanswered: malformed envelope (poison) or expired.",
-            labels=["topic", "reason"],
+        self.accepted = counter("kafkacoord_connections_accepted", "Client connections accepted.")
+        self.refused = counter(
+            "kafkacoord_connections_refused", "Connections refused at max_connections."
+        )
+        self.received = counter(
+            "kafkacoord_requests_received", "Request frames read from client connections."
+        )
+        self.bad_frames = counter(
+            "kafkacoord_bad_frames",
+            "Frames that could not be read and closed their connection, by reason.",
+            labels=["reason"],
         )
         self.rejected = counter(
             "kafkacoord_request_rejects",
-            "Errors the receiver answered itself, before any shard, by error code.",
-            labels=["topic", "error"],
+            "Errors answered before any shard saw the request, by error code.",
+            labels=["error"],
         )
 
     def all(self) -> list[Metric]:
         return [
             self.started, self.active, self.epoch, self.activations, self.elections,
-            self.shards, self.received, self.skipped, self.rejected,
+            self.shards, self.connections, self.accepted, self.refused, self.received,
+            self.bad_frames, self.rejected,
         ]  # fmt: skip
 
 
@@ -94,12 +100,16 @@ class StatusCollector:
                 f.elections.add_metric([kind], count)
         for state in HostState:
             f.shards.add_metric([state.name], sum(s is state for s in status.shards.values()))
-        for topic, counts in sorted(status.receivers.items()):
-            f.received.add_metric([topic], counts.received)
-            f.skipped.add_metric([topic, "poison"], counts.poison)
-            f.skipped.add_metric([topic, "expired"], counts.expired)
-            for error, count in sorted(counts.rejected.items()):
-                f.rejected.add_metric([topic, error], count)
+        listener = status.listener
+        if listener is not None:
+            f.connections.add_metric([], listener.connections)
+            f.accepted.add_metric([], listener.accepted)
+            f.refused.add_metric([], listener.refused)
+            f.received.add_metric([], listener.requests)
+            for reason, count in sorted(listener.bad_frames.items()):
+                f.bad_frames.add_metric([reason], count)
+            for error, count in sorted(listener.rejected.items()):
+                f.rejected.add_metric([error], count)
         return f.all()
 
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 from ..runtime.host import HostState
 from ..services.controller import ControllerService
+from ..services.dispatch import RequestDispatcher
 from ..services.groups import GroupService
-from ..transport import RequestReceiver
+from ..wire import Listener
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +29,15 @@ class ControllerStatus:
 
 
 @dataclass(frozen=True, slots=True)
-class ReceiverCounts:
-    received: int
-    poison: int
-    expired: int
+class ListenerCounts:
+    connections: int
+    accepted: int
+    refused: int
+    requests: int
+    bad_frames: Mapping[str, int] = field(default_factory=dict)
+    """Frames that closed their connection, by reason."""
     rejected: Mapping[str, int] = field(default_factory=dict)
+    """Errors answered before any shard saw the request, by error code."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,14 +50,7 @@ class DaemonStatus:
     controller: ControllerStatus | None = None
     shards: Mapping[str, HostState] = field(default_factory=dict)
     """The shards this daemon leads, by host name (``controller``, ``offsets-N``)."""
-    receivers: Mapping[str, ReceiverCounts] = field(default_factory=dict)
-    """Request receivers by request topic."""
-
-
-def _receiver_counts(receiver: RequestReceiver) -> ReceiverCounts:
-    return ReceiverCounts(
-        receiver.received, receiver.poison, receiver.expired, dict(receiver.rejected)
-    )
+    listener: ListenerCounts | None = None
 
 
 class StatusSource:
@@ -65,15 +63,29 @@ class StatusSource:
         started: Callable[[], bool],
         controller: Callable[[], ControllerService | None],
         groups: Callable[[], GroupService | None],
+        listener: Callable[[], Listener | None] = lambda: None,
+        dispatcher: RequestDispatcher | None = None,
     ) -> None:
         self.node_id = node_id
         self._started = started
         self._controller = controller
         self._groups = groups
+        self._listener = listener
+        self._dispatcher = dispatcher
+
+    def _listener_counts(self) -> ListenerCounts | None:
+        listener = self._listener()
+        if listener is None:
+            return None
+        stats = listener.stats
+        rejected = {} if self._dispatcher is None else dict(self._dispatcher.stats.rejected)
+        return ListenerCounts(
+            stats.connections, stats.accepted, stats.refused, stats.requests,
+            dict(stats.bad_frames), rejected,
+        )  # fmt: skip
 
     def read(self, broker_reachable: bool | None = None) -> DaemonStatus:
         shards: dict[str, HostState] = {}
-        receivers: dict[str, ReceiverCounts] = {}
         controller = self._controller()
         controller_status = None
         if controller is not None:
@@ -89,19 +101,17 @@ class StatusSource:
                 activations=controller.activations,
                 elections=dict(controller.elections),
             )
-            receivers[controller.receiver.topic] = _receiver_counts(controller.receiver)
         groups = self._groups()
         if groups is not None:
             for host in list(groups.hosts.values()):
                 shards[host.name] = host.state
-            receivers[groups.receiver.topic] = _receiver_counts(groups.receiver)
         return DaemonStatus(
             node_id=self.node_id,
             started=self._started(),
             broker_reachable=broker_reachable,
             controller=controller_status,
             shards=shards,
-            receivers=receivers,
+            listener=self._listener_counts(),
         )
 
 
@@ -116,7 +126,7 @@ def shard_sort_key(name: str) -> tuple[str, int]:
 __all__ = [
     "ControllerStatus",
     "DaemonStatus",
-    "ReceiverCounts",
+    "ListenerCounts",
     "StatusSource",
     "shard_sort_key",
 ]

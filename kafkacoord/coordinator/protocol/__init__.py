@@ -1,11 +1,20 @@
 """The request/response protocol: Kafka's error codes and every API's bodies."""
 
-from .apis import ALL_APIS, CONTROLLER_APIS, GROUP_APIS, ApiSpec, decode_request, encode_body
+from .apis import (
+    ALL_APIS,
+    APIS_BY_KEY,
+    CONTROLLER_APIS,
+    GROUP_APIS,
+    ApiSpec,
+    decode_request,
+    encode_body,
+)
 from .base import Body, Empty, TopicPartitionRef
 from .errors import ErrorCode, ProtocolError
 
 __all__ = [
     "ALL_APIS",
+    "APIS_BY_KEY",
     "CONTROLLER_APIS",
     "GROUP_APIS",
     "ApiSpec",

@@ -15,64 +15,71 @@ from .errors import ErrorCode, ProtocolError
 
 @dataclass(frozen=True, slots=True)
 class ApiSpec:
+    """One API: its wire key (Kafka's own where Kafka has the API), name and bodies."""
+
+    key: int
     name: str
     request: type[Body]
     response: type[Body]
+    # Changes cluster state on an operator's behalf: with mutual TLS only
+    # ``admin_principals`` may call it (Kafka's ALTER/CLUSTER_ACTION on the cluster).
+    admin: bool = False
+    max_version: int = 0
 
 
-def _spec(request: type[Body], response: type[Body]) -> ApiSpec:
-    return ApiSpec(request.__name__, request, response)
+def _spec(key: int, request: type[Body], response: type[Body], *, admin: bool = False) -> ApiSpec:
+    return ApiSpec(key, request.__name__, request, response, admin)
 
 
 CONTROLLER_APIS: Final[dict[str, ApiSpec]] = {
     s.name: s
     for s in (
-        _spec(c.RegisterNode, c.RegisterNodeResponse),
-        _spec(c.NodeHeartbeat, c.NodeHeartbeatResponse),
-        _spec(c.ControlledShutdown, c.ControlledShutdownResponse),
-        _spec(c.FenceNode, Empty),
-        _spec(c.AlterPartition, c.PartitionStateBody),
-        _spec(c.ReplicaStatus, Empty),
-        _spec(c.CreateTopic, c.CreateTopicResponse),
-        _spec(c.DeleteTopic, Empty),
-        _spec(c.CreatePartitions, c.CreatePartitionsResponse),
-        _spec(c.AlterReassignments, c.PartitionResults),
-        _spec(c.ElectLeaders, c.PartitionResults),
+        _spec(62, c.RegisterNode, c.RegisterNodeResponse),  # BrokerRegistration
+        _spec(63, c.NodeHeartbeat, c.NodeHeartbeatResponse),  # BrokerHeartbeat
+        _spec(7, c.ControlledShutdown, c.ControlledShutdownResponse, admin=True),
+        _spec(64, c.FenceNode, Empty, admin=True),  # UnregisterBroker
+        _spec(56, c.AlterPartition, c.PartitionStateBody),
+        _spec(1000, c.ReplicaStatus, Empty),  # kafkacoord's own: a follower caught up
+        _spec(19, c.CreateTopic, c.CreateTopicResponse, admin=True),  # CreateTopics
+        _spec(20, c.DeleteTopic, Empty, admin=True),  # DeleteTopics
+        _spec(37, c.CreatePartitions, c.CreatePartitionsResponse, admin=True),
+        _spec(45, c.AlterReassignments, c.PartitionResults, admin=True),
+        _spec(43, c.ElectLeaders, c.PartitionResults, admin=True),
     )
 }
 
 GROUP_APIS: Final[dict[str, ApiSpec]] = {
     s.name: s
     for s in (
-        _spec(g.JoinGroup, g.JoinGroupResponse),
-        _spec(g.SyncGroup, g.SyncGroupResponse),
-        _spec(g.Heartbeat, Empty),
-        _spec(g.LeaveGroup, g.LeaveGroupResponse),
-        _spec(g.OffsetCommit, g.OffsetCommitResponse),
-        _spec(g.OffsetFetch, g.OffsetFetchResponse),
-        _spec(g.OffsetDelete, g.OffsetDeleteResponse),
-        _spec(g.ListGroups, g.ListGroupsResponse),
-        _spec(g.DescribeGroups, g.DescribeGroupsResponse),
-        _spec(g.DeleteGroups, g.DeleteGroupsResponse),
+        _spec(11, g.JoinGroup, g.JoinGroupResponse),
+        _spec(14, g.SyncGroup, g.SyncGroupResponse),
+        _spec(12, g.Heartbeat, Empty),
+        _spec(13, g.LeaveGroup, g.LeaveGroupResponse),
+        _spec(8, g.OffsetCommit, g.OffsetCommitResponse),
+        _spec(9, g.OffsetFetch, g.OffsetFetchResponse),
+        _spec(47, g.OffsetDelete, g.OffsetDeleteResponse, admin=True),
+        _spec(16, g.ListGroups, g.ListGroupsResponse),
+        _spec(15, g.DescribeGroups, g.DescribeGroupsResponse),
+        _spec(42, g.DeleteGroups, g.DeleteGroupsResponse, admin=True),
     )
 }
 
 ALL_APIS: Final[dict[str, ApiSpec]] = {**CONTROLLER_APIS, **GROUP_APIS}
+APIS_BY_KEY: Final[dict[int, ApiSpec]] = {s.key: s for s in ALL_APIS.values()}
 
 
 def encode_body(body: Body) -> bytes:
     return body.model_dump_json().encode()
 
 
-def decode_request(apis: dict[str, ApiSpec], api: str, data: bytes) -> Body:
-    """Parse a request body; an unknown API or a malformed body is INVALID_REQUEST."""
-    spec = apis.get(api)
-    if spec is None:
-        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"unknown api {api!r}")
+def decode_request(spec: ApiSpec, data: bytes) -> Body:
+    """Parse a request body; a malformed body is INVALID_REQUEST naming the bad fields."""
     try:
         return spec.request.model_validate_json(data)
     except ValidationError as exc:
-        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"malformed {api} body: {exc}") from exc
+        raise ProtocolError(
+            ErrorCode.INVALID_REQUEST, f"malformed {spec.name} body: {exc}"
+        ) from exc
 
 
 def decode_response(api: str, data: bytes) -> Body:

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 
@@ -31,9 +31,8 @@ from kafkacoord.storage.fold import FoldPolicy
 from kafkacoord.storage.recovery import ShardLoad
 
 from ..protocol import ErrorCode, ProtocolError
-from ..transport.replies import ReplySender
 from .observer import HostObserver, NullObserver
-from .shard import Record, Reply, Request, Result, Shard
+from .shard import ChannelReplies, Record, Reply, ReplySink, Request, Result, Shard
 from .writer import RawRecord, ShardWriter, WriterFencedError
 
 log = structlog.get_logger(__name__)
@@ -82,7 +81,7 @@ class HostParts:
     recover: Callable[[], ShardLoad]
     make_shard: Callable[[], Shard]
     make_writer: Callable[[], ShardWriter]
-    replies: ReplySender
+    replies: ReplySink = field(default_factory=ChannelReplies)
 
 
 def replay_order(record: Record) -> int:
@@ -255,7 +254,8 @@ class ShardHost:
         self.stats.requests += 1
         cached = self._dedupe.get((event.ref.client_id, event.ref.correlation_id))
         if cached is not None:
-            return Result(replies=[cached])
+            # A retry, maybe on a new connection: answer where it came from this time.
+            return Result(replies=[replace(cached, to=event.ref)])
         try:
             result = self.shard.handle(event, now)
         except ProtocolError as exc:

@@ -9,6 +9,7 @@ changes, and loading uses the same ``replay``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -25,13 +26,24 @@ class Record:
     value: AvroModel | None
 
 
+class ReplyChannel(Protocol):
+    """The connection a request came in on; its replies go back the same way."""
+
+    def deliver(self, replies: Sequence[Reply]) -> None:
+        """Queue replies for sending; thread-safe, never blocks on the network."""
+
+
 @dataclass(frozen=True, slots=True)
 class RequestRef:
-    """Where a reply goes: the caller's client id, correlation id and reply partition."""
+    """Who asked: the caller's client id and correlation id, and where to answer.
+
+    A retry reuses its correlation id, so (client id, correlation id) names one call
+    across reconnects; ``channel`` is None for requests made in-process.
+    """
 
     client_id: str
     correlation_id: int
-    reply_partition: int
+    channel: ReplyChannel | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +51,6 @@ class Request:
     ref: RequestRef
     api: str
     body: Body
-    deadline_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +74,40 @@ class Result:
 
     def __bool__(self) -> bool:
         return bool(self.records or self.replies)
+
+
+class ReplySink(Protocol):
+    def send(self, replies: Sequence[Reply]) -> None:
+        """Hand replies to their channels (the runtime calls it after the append)."""
+
+
+def send_replies(replies: Sequence[Reply]) -> None:
+    """Deliver replies to the channels they name, one hand-over per channel."""
+    if len(replies) == 1:
+        channel = replies[0].to.channel
+        if channel is not None:
+            channel.deliver(replies)
+        return
+    by_channel: dict[int, tuple[ReplyChannel, list[Reply]]] = {}
+    for reply in replies:
+        channel = reply.to.channel
+        if channel is None:
+            continue
+        entry = by_channel.get(id(channel))
+        if entry is None:
+            by_channel[id(channel)] = (channel, [reply])
+        else:
+            entry[1].append(reply)
+    for channel, batch in by_channel.values():
+        channel.deliver(batch)
+
+
+class ChannelReplies:
+    """The runtime's reply sink: every reply goes back on the connection it came from."""
+
+    def send(self, replies: Sequence[Reply]) -> None:
+        if replies:
+            send_replies(replies)
 
 
 class Shard(Protocol):

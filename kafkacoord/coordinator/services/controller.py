@@ -2,7 +2,8 @@
 
 Activation (seed 001's onControllerFailover, KRaft's claim): open the
 transactional writer (fencing any zombie), load ``__kc_metadata`` to its end,
-write the next controller epoch, then serve ``__kc_controller_requests``.
+write the next controller epoch (naming this daemon's listener), then serve the
+controller requests that reach that listener.
 Losing the lease stops the host at once; a zombie that kept writing would be
 fenced by the broker and ignored on replay.
 """
@@ -23,14 +24,13 @@ from kafkacoord.storage.recovery import ShardRecovery
 
 from ..controller.config import ControllerConfig
 from ..controller.shard import ControllerShard
-from ..protocol import CONTROLLER_APIS, ErrorCode
+from ..protocol import ErrorCode
 from ..runtime.host import HostParts, HostState, ShardHost
 from ..runtime.observer import HostObserver
 from ..runtime.shard import Request
 from ..runtime.writer import TransactionalWriter
 from ..settings import Settings
-from ..transport import ReplySender, RequestReceiver
-from ..transport.client import BACKGROUND_FETCH_WAIT_MS
+from .dispatch import reject
 from .election import ControllerElection
 
 log = structlog.get_logger(__name__)
@@ -45,9 +45,9 @@ class ControllerService:
         bootstrap: str,
         cache: StateCache,
         identity: str,
-        replies: ReplySender,
         *,
         config: ControllerConfig,
+        endpoint: str | None = None,
         incarnation: str | None = None,
         on_change: Callable[[bool], None] | None = None,
         observer: HostObserver | None = None,
@@ -65,17 +65,13 @@ class ControllerService:
         self._bootstrap = bootstrap
         self._cache = cache
         self._identity = identity
-        self._replies = replies
+        self._endpoint = endpoint
         self._on_change = on_change
         self._lock = threading.Lock()
         self._closed = False
         topics = settings.topics
         self._topics = topics
         name = f"kafkacoord-{settings.node_id}"
-        self._receiver = RequestReceiver(
-            bootstrap, topics.controller_requests, CONTROLLER_APIS, self._dispatch, replies,
-            client_id=f"{name}-controller", fetch_wait_ms=BACKGROUND_FETCH_WAIT_MS,
-        )  # fmt: skip
         self._election = ControllerElection(
             # One election group per life of the metadata topic: consumers of a broker's
             # previous life that rejoined the old group can never hold this election up.
@@ -100,10 +96,6 @@ class ControllerService:
         """The epoch this daemon's controller writes with, while it is active."""
         shard = self.shard
         return shard.epoch if shard is not None and shard.active else None
-
-    @property
-    def receiver(self) -> RequestReceiver:
-        return self._receiver
 
     @property
     def shard(self) -> ControllerShard | None:
@@ -131,12 +123,15 @@ class ControllerService:
             policy=metadata_policy(),
             recover=lambda: recovery.recover([0], self._identity)[0],
             make_shard=lambda: ControllerShard(
-                self.config, s.node_id, self.incarnation, elections=self.elections
+                self.config,
+                s.node_id,
+                self.incarnation,
+                elections=self.elections,
+                endpoint=self._endpoint,
             ),
             make_writer=lambda: TransactionalWriter(
                 self._bootstrap, topics.metadata, 0, transactional_id=f"{topics.prefix}controller"
             ),
-            replies=self._replies,
         )
 
     def _activate(self) -> None:
@@ -149,13 +144,11 @@ class ControllerService:
                 "controller", self._parts(), unavailable=ErrorCode.NOT_CONTROLLER,
                 on_stopped=self._stopped, observer=self._observer,
             ).start()  # fmt: skip
-            self._receiver.assign([0])
         if self._on_change is not None:
             self._on_change(True)
 
     def _deactivate(self) -> None:
         with self._lock:
-            self._receiver.assign([])
             host = self.host
         if host is not None:
             host.stop(timeout_s=0)  # never block the election's poll thread
@@ -176,17 +169,17 @@ class ControllerService:
         if self._election.active:
             self._activate()
 
-    def _dispatch(self, partition: int, request: Request) -> None:
+    def dispatch(self, request: Request) -> None:
+        """A controller request (from the listener's thread)."""
         host = self.host
         if host is None:
-            self._receiver.reject(request, ErrorCode.NOT_CONTROLLER)
+            reject(request, ErrorCode.NOT_CONTROLLER, "this daemon is not the active controller")
         else:
             host.submit(request)
 
     def close(self) -> None:
         self._closed = True
         self._election.close()
-        self._receiver.close()
         host = self.host
         if host is not None:
             host.stop()

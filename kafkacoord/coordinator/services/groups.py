@@ -27,13 +27,13 @@ from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
 from ..agent import NodeAgent
 from ..groups.config import GroupConfig
 from ..groups.shard import GroupShard
-from ..protocol import GROUP_APIS, ErrorCode
+from ..protocol import ErrorCode
 from ..runtime.epoch_writer import LeaderEpochWriter, SharedProducer
 from ..runtime.host import HostParts, HostState, ShardHost
 from ..runtime.observer import HostObserver
 from ..runtime.shard import Request
 from ..settings import Settings
-from ..transport import ReplySender, RequestReceiver
+from .dispatch import reject
 
 log = structlog.get_logger(__name__)
 
@@ -45,7 +45,6 @@ class GroupService:
         bootstrap: str,
         cache: StateCache,
         identity: str,
-        replies: ReplySender,
         *,
         config: GroupConfig,
         warm_interval_s: float = 2.0,
@@ -68,7 +67,6 @@ class GroupService:
         self._bootstrap = bootstrap
         self._cache = cache
         self._identity = identity
-        self._replies = replies
         self._lock = threading.Lock()
         # Loads and tailing both write the cache: one at a time keeps checkpoints monotonic.
         self._load_lock = threading.Lock()
@@ -84,10 +82,6 @@ class GroupService:
             strict=settings.strict_records, chunk_records=settings.load_chunk_records,
             # A load from a broker that lost the topic must not mix into the old cache.
             identity_probe=None if identity_probe is None else lambda: identity_probe(self.topic),
-        )  # fmt: skip
-        self._receiver = RequestReceiver(
-            bootstrap, settings.topics.group_requests, GROUP_APIS, self._dispatch, replies,
-            client_id=f"{name}-groups",
         )  # fmt: skip
         self._warmer = threading.Thread(
             target=self._keep_warm, args=(warm_interval_s,), name="groups-warm", daemon=True
@@ -105,7 +99,6 @@ class GroupService:
             if host is not None and host.state is not HostState.STOPPED:
                 return  # a second load of a loaded shard is a no-op
             self.hosts[partition] = self._host(partition, state.leader_epoch).start()
-            self._receiver.assign(self.hosts)
         log.info("immigrating group shard", partition=partition, leader_epoch=state.leader_epoch)
 
     def on_become_follower(self, topic: str, partition: int, state: PartitionValue) -> None:
@@ -136,7 +129,6 @@ class GroupService:
     def _emigrate(self, partition: int) -> None:
         with self._lock:
             host = self.hosts.pop(partition, None)
-            self._receiver.assign(self.hosts)
         if host is not None:
             log.info("emigrating group shard", partition=partition)
             host.stop(timeout_s=0)  # parked requests get NOT_COORDINATOR from the host
@@ -151,7 +143,6 @@ class GroupService:
             recover=lambda: self._recover([partition])[partition],
             make_shard=lambda: GroupShard(self.config, partition),
             make_writer=lambda: self._writer(partition, leader_epoch),
-            replies=self._replies,
         )  # fmt: skip
         return ShardHost(
             f"offsets-{partition}", parts, unavailable=ErrorCode.NOT_COORDINATOR,
@@ -168,18 +159,15 @@ class GroupService:
             epoch=leader_epoch, marker=encode_record(ShardLeaderKey(), marker),
         )  # fmt: skip
 
-    @property
-    def receiver(self) -> RequestReceiver:
-        return self._receiver
-
     def _recover(self, partitions: list[int]) -> dict[int, ShardLoad]:
         with self._load_lock:
             return self._recovery.recover(partitions, self._identity)
 
-    def _dispatch(self, partition: int, request: Request) -> None:
+    def dispatch(self, partition: int, request: Request) -> None:
+        """A request for shard ``partition`` (from the listener's thread)."""
         host = self.hosts.get(partition)
         if host is None:
-            self._receiver.reject(request, ErrorCode.NOT_COORDINATOR)
+            reject(request, ErrorCode.NOT_COORDINATOR, f"shard {partition} is not led here")
         else:
             host.submit(request)
 
@@ -196,7 +184,6 @@ class GroupService:
 
     def close(self) -> None:
         self._closing.set()
-        self._receiver.close()
         with self._lock:
             hosts, self.hosts = list(self.hosts.values()), {}
         for host in hosts:

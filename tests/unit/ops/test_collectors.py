@@ -13,7 +13,7 @@ from kafkacoord.coordinator.ops.collectors import (
     StatusCollector,
     poison_counts_source,
 )
-from kafkacoord.coordinator.ops.status import ControllerStatus, DaemonStatus, ReceiverCounts
+from kafkacoord.coordinator.ops.status import ControllerStatus, DaemonStatus, ListenerCounts
 from kafkacoord.coordinator.runtime.host import HostState
 from kafkacoord.storage.cache import ShardId
 from kafkacoord.storage.fold import FoldStats
@@ -30,8 +30,9 @@ def test_status_of_the_active_controller() -> None:
         ),
         shards={"controller": HostState.ACTIVE, "offsets-0": HostState.ACTIVE,
                 "offsets-1": HostState.LOADING},
-        receivers={"__kc_group_requests": ReceiverCounts(
-            received=40, poison=1, expired=2, rejected={"NOT_COORDINATOR": 5})},
+        listener=ListenerCounts(
+            connections=3, accepted=9, refused=1, requests=40,
+            bad_frames={"oversize frame": 2}, rejected={"NOT_COORDINATOR": 5}),
     )  # fmt: skip
     registry = CollectorRegistry()
     registry.register(StatusCollector(lambda: status))
@@ -45,11 +46,12 @@ def test_status_of_the_active_controller() -> None:
     assert value("kafkacoord_shards", {"state": "ACTIVE"}) == 2
     assert value("kafkacoord_shards", {"state": "LOADING"}) == 1
     assert value("kafkacoord_shards", {"state": "STOPPED"}) == 0
-    topic = {"topic": "__kc_group_requests"}
-    assert value("kafkacoord_requests_received_total", topic) == 40
-    assert value("kafkacoord_requests_skipped_total", {**topic, "reason": "poison"}) == 1
-    assert value("kafkacoord_requests_skipped_total", {**topic, "reason": "expired"}) == 2
-    assert value("kafkacoord_request_rejects_total", {**topic, "error": "NOT_COORDINATOR"}) == 5
+    assert value("kafkacoord_listener_connections") == 3
+    assert value("kafkacoord_connections_accepted_total") == 9
+    assert value("kafkacoord_connections_refused_total") == 1
+    assert value("kafkacoord_requests_received_total") == 40
+    assert value("kafkacoord_bad_frames_total", {"reason": "oversize frame"}) == 2
+    assert value("kafkacoord_request_rejects_total", {"error": "NOT_COORDINATOR"}) == 5
 
 
 def test_a_standby_has_no_epoch_and_a_starting_daemon_no_controller() -> None:

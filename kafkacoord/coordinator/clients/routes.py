@@ -1,0 +1,89 @@
+"""Where requests go: the controller and each group shard's leader, from ``__kc_metadata``.
+
+Clients need only the Kafka bootstrap. A route table tails the metadata log into a
+:class:`MetadataImage` (the controller's own view, with its stale-epoch fence):
+
+- the controller's endpoint is in the newest ``ControllerRecord``;
+- group shard p is partition p of the logical topic ``<prefix>offsets``, whose leader
+  is a daemon, and that node's registration names its endpoint.
+
+Routes lag the log by one background poll. A daemon that no longer owns what it is
+asked for answers NOT_COORDINATOR / NOT_CONTROLLER, and the caller waits here for
+the metadata to move on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Final
+
+from kafkacoord.storage.topics import InternalTopics
+
+from ..agent.follower import MetadataFollower
+from ..controller.image import MetadataImage
+from ..runtime.shard import Record
+
+# The key of a daemon's listener in its node registration's endpoints.
+LISTENER_ENDPOINT: Final = "kafkacoord"
+# The target of controller requests; group shards are targets 0..N-1.
+CONTROLLER: Final = -1
+
+
+class RouteTable:
+    def __init__(self, bootstrap: str, topics: InternalTopics) -> None:
+        self.topics = topics
+        self._image = MetadataImage()
+        self._changed = threading.Condition()
+        self.version = 0
+        self._follower = MetadataFollower(
+            bootstrap, topics.metadata, self._on_record,
+            client_id=f"kc-routes-{uuid.uuid4().hex[:8]}", on_caught_up=self._on_caught_up,
+        )  # fmt: skip
+
+    def _on_record(self, record: Record, offset: int) -> None:
+        with self._changed:
+            self._image.replay(record)
+            self.version += 1
+            self._changed.notify_all()
+
+    def _on_caught_up(self) -> None:
+        with self._changed:
+            self.version += 1
+            self._changed.notify_all()
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """True once the log was read to its end: before that, routes may be history."""
+        return self._follower.wait_caught_up(timeout_s)
+
+    def wait_change(self, seen: int, timeout_s: float) -> int:
+        """Wait until the routes change after version ``seen``; returns the version now."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while self.version == seen:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._changed.wait(remaining)
+            return self.version
+
+    def endpoint(self, target: int) -> str | None:
+        """The endpoint serving ``target`` (CONTROLLER or a group shard), if known."""
+        with self._changed:
+            image = self._image
+            if target == CONTROLLER:
+                controller = image.controller
+                return None if controller is None else controller.endpoint
+            state = image.partition(self.topics.offsets, target)
+            if state is None or state.leader < 0:
+                return None
+            node = image.node(state.leader)
+            return None if node is None else node.endpoints.get(LISTENER_ENDPOINT)
+
+    def describe(self, target: int) -> str:
+        """Names the target for error messages."""
+        return "the controller" if target == CONTROLLER else f"group shard {target}"
+
+    def close(self) -> None:
+        self._follower.close()

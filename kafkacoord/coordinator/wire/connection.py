@@ -1,0 +1,151 @@
+"""The client end of one connection: pipelined requests, replies matched by correlation id.
+
+Callers write their frame straight onto the socket under a lock (no thread hop on
+the way out); one reader thread cuts the replies and completes each caller's
+future. A connection that breaks fails every call in flight with
+:class:`ConnectionLostError`, which callers treat as retriable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import ssl
+import threading
+from concurrent.futures import Future
+
+import structlog
+
+from .frames import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameError,
+    FrameReader,
+    RequestHeader,
+    ResponseFrame,
+    decode_response,
+    encode_request,
+)
+
+log = structlog.get_logger(__name__)
+
+
+class ConnectionLostError(ConnectionError):
+    """The connection broke (or never opened); the call may be retried elsewhere."""
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int]:
+    host, sep, port = endpoint.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"endpoint {endpoint!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+class Connection:
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        connect_timeout_s: float = 5.0,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES * 16,
+    ) -> None:
+        self.endpoint = endpoint
+        host, port = split_endpoint(endpoint)
+        try:
+            sock = socket.create_connection((host, port), timeout=connect_timeout_s)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if ssl_context is not None:
+                sock = ssl_context.wrap_socket(sock, server_hostname=host)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConnectionLostError(f"cannot connect to {endpoint}: {exc}") from exc
+        self.tls = ssl_context is not None
+        # An SSL object must not read and write at once: with TLS both share one lock
+        # and the reader only reads what select() says has arrived.
+        sock.settimeout(connect_timeout_s if self.tls else None)
+        self._sock = sock
+        self._send_lock = threading.Lock()
+        self._recv_lock = self._send_lock if self.tls else threading.Lock()
+        self._pending: dict[int, Future[ResponseFrame]] = {}
+        self._pending_lock = threading.Lock()
+        self._reader = FrameReader(max_frame_bytes)
+        self.closed = False
+        self.error: str | None = None
+        self._thread = threading.Thread(
+            target=self._read_loop, name=f"conn-{endpoint}", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def inflight(self) -> int:
+        return len(self._pending)
+
+    def send(self, header: RequestHeader, body: bytes) -> Future[ResponseFrame]:
+        """Write one request; the future completes with its response frame."""
+        future: Future[ResponseFrame] = Future()
+        frame = encode_request(header, body)
+        with self._pending_lock:
+            if self.closed:
+                raise ConnectionLostError(f"connection to {self.endpoint} is closed: {self.error}")
+            self._pending[header.correlation_id] = future
+        try:
+            with self._send_lock:
+                self._sock.sendall(frame)
+        except OSError as exc:
+            self._fail(f"send failed: {exc}")
+        return future
+
+    def forget(self, correlation_id: int) -> None:
+        """The caller gave up on this call; a late reply is dropped."""
+        with self._pending_lock:
+            self._pending.pop(correlation_id, None)
+
+    def _read_loop(self) -> None:
+        sock = self._sock
+        try:
+            while not self.closed:
+                if self.tls and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+                    readable, _, _ = select.select([sock], [], [], 0.5)
+                    if not readable:
+                        continue
+                with self._recv_lock:
+                    data = sock.recv(262_144)
+                if not data:
+                    self._fail("closed by the server")
+                    return
+                for payload in self._reader.feed(data):
+                    self._complete(decode_response(payload))
+        except TimeoutError:
+            self._fail("timed out reading a TLS record")
+        except (OSError, FrameError, ValueError) as exc:
+            self._fail(f"read failed: {exc}")
+
+    def _complete(self, response: ResponseFrame) -> None:
+        with self._pending_lock:
+            future = self._pending.pop(response.correlation_id, None)
+        if future is not None and not future.done():
+            future.set_result(response)
+
+    def _fail(self, reason: str) -> None:
+        with self._pending_lock:
+            if self.closed:
+                return
+            self.closed = True
+            self.error = reason
+            pending, self._pending = self._pending, {}
+        if pending:
+            log.info("connection lost", endpoint=self.endpoint, reason=reason,
+                     inflight=len(pending))  # fmt: skip
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        error = ConnectionLostError(f"connection to {self.endpoint} lost: {reason}")
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+
+    def close(self) -> None:
+        self._fail("closed by the client")
+        if self._thread is not threading.current_thread():
+            self._thread.join(2)
