@@ -191,7 +191,7 @@ def test_a_newer_writer_fences_the_old_host(
                 assert set(new.shard.nodes) == {1}
                 # The zombie's next write is rejected by the broker; it steps down.
                 zombie = RegisterNode(node_id=66, incarnation="z")
-                old.host.submit(Request(RequestRef("zombie", 1, 0), "RegisterNode", zombie, 2**62))
+                old.host.submit(Request(RequestRef("zombie", 1), "RegisterNode", zombie))
                 old.wait_stopped(20)
                 assert old.stopped_with and old.stopped_with[0] is not None
                 assert register(client, topics, 2) == 2

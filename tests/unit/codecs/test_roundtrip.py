@@ -37,10 +37,6 @@ from kafkacoord.codecs.models import (
     PartitionState,
     PartitionValue,
     Reassignment,
-    RequestKey,
-    RequestValue,
-    ResponseKey,
-    ResponseValue,
     ShardLeaderKey,
     ShardLeaderValue,
     TopicKey,
@@ -99,13 +95,16 @@ KEYS: dict[RecordType, st.SearchStrategy[Any]] = {
     RecordType.GROUP_METADATA: st.builds(GroupMetadataKey, group=texts),
     RecordType.OFFSET_COMMIT: st.builds(OffsetCommitKey, group=texts, topic=texts, partition=ints),
     RecordType.SHARD_LEADER: st.just(ShardLeaderKey()),
-    RecordType.REQUEST: st.builds(RequestKey, client_id=texts),
-    RecordType.RESPONSE: st.builds(ResponseKey, client_id=texts),
 }
 
 VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
     RecordType.CONTROLLER: st.builds(
-        ControllerValue, epoch=ints, node_id=ints, incarnation=texts, activated_ms=longs
+        ControllerValue,
+        epoch=ints,
+        node_id=ints,
+        incarnation=texts,
+        activated_ms=longs,
+        endpoint=opt_texts,
     ),
     RecordType.NODE: st.builds(
         NodeValue,
@@ -165,27 +164,6 @@ VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
     RecordType.SHARD_LEADER: st.builds(
         ShardLeaderValue, leader_epoch=ints, node_id=ints, incarnation=texts, activated_ms=longs
     ),
-    RecordType.REQUEST: st.builds(
-        RequestValue,
-        client_id=texts,
-        correlation_id=longs,
-        api=texts,
-        api_version=ints,
-        reply_partition=ints,
-        sent_ms=longs,
-        timeout_ms=ints,
-        body=blobs,
-    ),
-    RecordType.RESPONSE: st.builds(
-        ResponseValue,
-        client_id=texts,
-        correlation_id=longs,
-        api=texts,
-        error_code=ints,
-        sent_ms=longs,
-        body=blobs,
-        error_message=opt_texts,
-    ),
 }
 
 ALL_TYPES = sorted(SPECS)
@@ -207,7 +185,7 @@ def test_strategies_cover_every_record_type() -> None:
 
 def test_current_versions() -> None:
     # OffsetCommitValue gained leader_epoch in v2 and NodeValue roles in v2.
-    evolved = {RecordType.OFFSET_COMMIT: 2, RecordType.NODE: 2}
+    evolved = {RecordType.OFFSET_COMMIT: 2, RecordType.NODE: 2, RecordType.CONTROLLER: 2}
     for rtype in SPECS:
         assert _newest_key_version(rtype) == 1
         assert _newest_value_version(rtype) == evolved.get(rtype, 1)
@@ -270,7 +248,7 @@ def test_keys_are_canonical(rtype: RecordType, data: st.DataObject) -> None:
 
 def test_keys_of_different_types_never_collide() -> None:
     # Same field values, different record types: the tag keeps them apart.
-    assert encode_key(RequestKey("c")) != encode_key(ResponseKey("c"))
+    assert encode_key(NodeKey(3)) != encode_key(PartitionKey("", 3))
     assert encode_key(TopicKey("c")) != encode_key(GroupMetadataKey("c"))
 
 

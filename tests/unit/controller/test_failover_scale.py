@@ -27,7 +27,7 @@ def test_fencing_the_top_leader_of_100k_partitions() -> None:
     followed = set(image.in_isr_of(top)) - led
     before = {(v.topic, v.partition): v for v in image.iter_partitions()}
 
-    request = Request(RequestRef("bench", 1, 0), "FenceNode", api.FenceNode(node_id=top), 0)
+    request = Request(RequestRef("bench", 1), "FenceNode", api.FenceNode(node_id=top))
     started = time.perf_counter()
     result = c.shard.handle(request, c.now)
     elapsed = time.perf_counter() - started

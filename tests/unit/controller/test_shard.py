@@ -25,7 +25,7 @@ from .support import START_MS, Cluster, replayed
 
 def request(body: object, api_name: str | None = None) -> Request:
     name = api_name or type(body).__name__
-    return Request(RequestRef("c", 1, 0), name, body, 0)  # type: ignore[arg-type]
+    return Request(RequestRef("c", 1), name, body)  # type: ignore[arg-type]
 
 
 def test_it_is_a_shard() -> None:

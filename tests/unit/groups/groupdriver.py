@@ -148,8 +148,8 @@ class Driver:
         return result
 
     def request(self, body: Body, *, client_id: str = "client") -> RequestRef:
-        ref = RequestRef(client_id, next(self._corr), 0)
-        req = Request(ref, type(body).__name__, body, self.now + 60_000)
+        ref = RequestRef(client_id, next(self._corr))
+        req = Request(ref, type(body).__name__, body)
         self.apply(self.shard.handle(req, self.now))
         return ref
 

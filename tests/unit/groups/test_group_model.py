@@ -37,7 +37,7 @@ def member(
         session_timeout_ms=10_000,
         protocol_type="consumer",
         protocols=tuple((n, sub(*topics)) for n in (names or ("range",))),
-        join_ref=RequestRef("c", 1, 0) if joined else None,
+        join_ref=RequestRef("c", 1) if joined else None,
     )
 
 
@@ -203,7 +203,7 @@ def test_member_vote_and_matches() -> None:
 def test_heartbeat_satisfaction() -> None:
     m = member("a")
     assert not m.has_satisfied_heartbeat()
-    m.join_ref = RequestRef("c", 1, 0)
+    m.join_ref = RequestRef("c", 1)
     assert m.has_satisfied_heartbeat()
     m.is_new = True
     assert not m.has_satisfied_heartbeat()

@@ -140,10 +140,10 @@ def test_requests_before_load_get_load_in_progress() -> None:
 
 def test_unknown_api_or_wrong_body_is_invalid_request() -> None:
     d = Driver()
-    ref = RequestRef("c", 1, 0)
-    out = d.shard.handle(Request(ref, "Frobnicate", Empty(), 0), d.now)
+    ref = RequestRef("c", 1)
+    out = d.shard.handle(Request(ref, "Frobnicate", Empty()), d.now)
     assert out.replies[0].error is ErrorCode.INVALID_REQUEST
-    out = d.shard.handle(Request(ref, "JoinGroup", api.ListGroups(), 0), d.now)
+    out = d.shard.handle(Request(ref, "JoinGroup", api.ListGroups()), d.now)
     assert out.replies[0].error is ErrorCode.INVALID_REQUEST and out.replies[0].to == ref
 
 
@@ -176,7 +176,7 @@ def loaded_stable_group(now: int) -> GroupShard:
 def test_on_loaded_schedules_member_sessions_and_expiration() -> None:
     shard = loaded_stable_group(T0)
     assert shard.next_deadline_ms() is None
-    assert shard.handle(Request(RequestRef("c", 1, 0), "ListGroups", api.ListGroups(), 0), T0)
+    assert shard.handle(Request(RequestRef("c", 1), "ListGroups", api.ListGroups()), T0)
     result = shard.on_loaded(T0)
     assert not result
     group = shard.group(G)
