@@ -3,6 +3,8 @@
 A :class:`FailureCluster` runs kafkacoord daemons as processes (and, when a scenario
 needs service nodes, node agents in this process) under a topic prefix of its own, so
 scenarios can share one broker. It builds on ``tests/integration/cluster.py``.
+Requests reach a daemon over its listener: through the kafkacoord clients, or as raw
+frames (:func:`call_raw`) to the endpoint the daemon logs as it starts listening.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -20,23 +23,27 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from kafkacoord.codecs import CodecError, decode_record, encode_record
-from kafkacoord.codecs.models import (
-    ControllerValue,
-    PartitionValue,
-    RequestKey,
-    RequestValue,
-    ResponseValue,
-)
+from kafkacoord.codecs import CodecError, decode_record
+from kafkacoord.codecs.models import ControllerValue, PartitionValue
 from kafkacoord.coordinator.admin import ControllerAdmin, read_metadata
 from kafkacoord.coordinator.agent import NodeAgent
 from kafkacoord.coordinator.clients import GroupAdmin
 from kafkacoord.coordinator.clients.base import GroupChannel
+from kafkacoord.coordinator.clients.connector import error_of
+from kafkacoord.coordinator.clients.routes import LISTENER_ENDPOINT
 from kafkacoord.coordinator.controller.image import MetadataImage
 from kafkacoord.coordinator.groups.partitioning import partition_for
-from kafkacoord.coordinator.transport.envelope import decode_reply, reply_partition
+from kafkacoord.coordinator.protocol import ALL_APIS, ErrorCode
+from kafkacoord.coordinator.wire.frames import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameReader,
+    RequestHeader,
+    ResponseFrame,
+    decode_response,
+    encode_request,
+)
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
 from tests.integration.cluster import (
@@ -46,18 +53,21 @@ from tests.integration.cluster import (
     start_daemon,
     wait_until,
 )
+from tests.rawwire import closed_by_peer, connect, read_response
 
 from .broker import BrokerControl
 
 __all__ = [
     "FIGURES_ENV",
     "FailureCluster",
+    "RawExchange",
+    "RawReply",
     "SlowReplicas",
     "call_raw",
     "groups_on_shard",
-    "produce_raw",
     "read_log",
     "report",
+    "send_garbage",
     "stale_epoch_records",
     "wait_until",
 ]
@@ -178,6 +188,10 @@ class FailureCluster:
             lines.append(f"{entry.get('event')} {fields}")
         return "\n".join(lines)
 
+    def endpoint(self, node: int, timeout_s: float = 60) -> str:
+        """Where the current incarnation of daemon ``node`` listens (from its log)."""
+        return str(self.daemons[node].wait_for("listening", timeout_s=timeout_s)["advertised"])
+
     def alive(self, node: int) -> bool:
         return self.daemons[node].process.poll() is None
 
@@ -202,6 +216,11 @@ class FailureCluster:
 
     def shard_state(self, shard: int) -> PartitionValue | None:
         return self.image().partition(self.topics.offsets, shard)
+
+    def node_endpoint(self, node: int) -> str | None:
+        """The listener a node's registration advertises, if it is registered."""
+        value = self.image().node(node)
+        return None if value is None else value.endpoints.get(LISTENER_ENDPOINT)
 
     def shard_leader(self, shard: int) -> int | None:
         value = self.shard_state(shard)
@@ -242,8 +261,7 @@ class FailureCluster:
     @property
     def admin(self) -> ControllerAdmin:
         if self._admin is None:
-            self._admin = ControllerAdmin(self.bootstrap, self.topics, responses_partitions=8,
-                                          timeout_s=60)  # fmt: skip
+            self._admin = ControllerAdmin(self.bootstrap, self.topics, timeout_s=60)
         return self._admin
 
     def group_channel(self, timeout_s: float = 30.0) -> GroupChannel:
@@ -344,57 +362,79 @@ def stale_epoch_records(bootstrap: str, topic: str, partition: int, timeout_s: f
     return sum(not fence.admit(m.key(), m.value(), cast(Any, m.headers())) for m in messages)
 
 
-def produce_raw(
-    bootstrap: str, topic: str, partition: int, key: bytes | None, value: bytes
-) -> None:
-    """Put bytes straight onto a topic, bypassing every kafkacoord client."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    producer.produce(topic, value, key, partition)
-    assert producer.flush(30) == 0, f"could not produce to {topic}-{partition}"
+@dataclass(frozen=True)
+class RawReply:
+    """A daemon's answer to one raw frame, and what became of the connection."""
+
+    correlation_id: int
+    error: ErrorCode
+    message: str | None
+    body: bytes
+    closed: bool
+    """The daemon closed the connection after answering."""
 
 
 def call_raw(
-    bootstrap: str,
-    topics: InternalTopics,
-    topic: str,
+    endpoint: str,
     *,
-    api: str,
+    api: str | int,
     body: bytes,
-    partition: int = 0,
+    shard: int = 0,
+    version: int = 0,
+    correlation_id: int = 1,
     timeout_s: float = 30,
-) -> ResponseValue:
-    """Send a well-formed envelope around an arbitrary body and wait for its reply."""
-    client_id = f"raw-{uuid.uuid4().hex[:12]}"
-    responses = TopicPartition(
-        topics.responses, reply_partition(client_id, topics.responses_partitions)
-    )
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"{client_id}-replies",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
-    try:
-        _, high = consumer.get_watermark_offsets(responses, timeout=10)
-        consumer.assign([TopicPartition(responses.topic, responses.partition, high)])
-        envelope = RequestValue(
-            client_id=client_id, correlation_id=1, api=api, api_version=0,
-            reply_partition=responses.partition, sent_ms=int(time.time() * 1000),
-            timeout_ms=int(timeout_s * 1000), body=body,
-        )  # fmt: skip
-        key, value = encode_record(RequestKey(client_id), envelope)
-        assert value is not None
-        produce_raw(bootstrap, topic, partition, key, value)
+) -> RawReply:
+    """Send one well-framed request around an arbitrary body straight to a daemon's
+    listener, below every kafkacoord client; ``api`` is a name or a raw api key."""
+    key = ALL_APIS[api].key if isinstance(api, str) else api
+    header = RequestHeader(key, version, correlation_id, shard, f"raw-{uuid.uuid4().hex[:12]}")
+    with connect(endpoint, timeout_s) as sock:
+        sock.sendall(encode_request(header, body))
+        frame = read_response(sock)
+        closed = closed_by_peer(sock, timeout_s)
+    return RawReply(frame.correlation_id, error_of(frame), frame.message, frame.body, closed)
+
+
+@dataclass(frozen=True)
+class RawExchange:
+    """What a daemon made of bytes sent on a connection of their own."""
+
+    peer: str
+    """This end's address, as the daemon's log names the connection (``peer``)."""
+    replies: list[ResponseFrame]
+    closed: bool
+    """The daemon closed the connection (read EOF or a reset) within the timeout."""
+
+
+def send_garbage(
+    endpoint: str, data: bytes, *, half_close: bool = False, timeout_s: float = 10
+) -> RawExchange:
+    """Write ``data`` on a new connection (then maybe shut down writing, as a client that
+    dies mid-frame does) and read whatever comes back until the daemon closes it."""
+    with connect(endpoint, timeout_s) as sock:
+        host, port = sock.getsockname()[:2]
+        received = bytearray()
+        closed = False
+        try:
+            sock.sendall(data)
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+        sock.settimeout(0.2)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
+        while not closed and time.monotonic() < deadline:
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
                 continue
-            reply = decode_reply(msg.key(), msg.value())
-            if reply is not None and reply.client_id == client_id and reply.correlation_id == 1:
-                return reply
-        raise AssertionError(f"no reply to the raw {api} request within {timeout_s}s")
-    finally:
-        consumer.close()
+            except ConnectionResetError:
+                closed = True
+                break
+            if not chunk:
+                closed = True
+            received += chunk
+    reader = FrameReader(DEFAULT_MAX_FRAME_BYTES)
+    replies = [decode_response(frame) for frame in reader.feed(bytes(received))]
+    assert reader.pending == 0, f"a reply of {endpoint} was cut short: {bytes(received)!r}"
+    return RawExchange(f"{host}:{port}", replies, closed)

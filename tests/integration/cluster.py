@@ -81,7 +81,9 @@ def fast_daemon_env(bootstrap: str, prefix: str, offsets_partitions: int) -> dic
         "KAFKACOORD_CONTROLLER_SESSION_TIMEOUT_MS": "3000",
         "KAFKACOORD_NODE_SESSION_TIMEOUT_MS": "3000",
         "KAFKACOORD_NODE_HEARTBEAT_INTERVAL_MS": "500",
-        "KAFKACOORD_METRICS_PORT": "0",  # several daemons per host: each picks a free port
+        # Several daemons per host: each picks free ports.
+        "KAFKACOORD_METRICS_PORT": "0",
+        "KAFKACOORD_LISTEN": "127.0.0.1:0",
     }
 
 

@@ -1,4 +1,4 @@
-"""Fixtures of the integration tests that talk to kafkacoord over its request topics."""
+"""Fixtures of the integration tests: internal topics, clients, private brokers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkacoord.coordinator.transport import RequestClient
+from kafkacoord.coordinator.clients.connector import CoordinatorClient
+from kafkacoord.coordinator.clients.routes import StaticRoutes
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
 from tests.failures.broker import EmbeddedBrokerControl
@@ -22,8 +23,18 @@ def topics(bootstrap: str, prefix: str) -> InternalTopics:
 
 
 @pytest.fixture
-def client(bootstrap: str, topics: InternalTopics) -> Iterator[RequestClient]:
-    with RequestClient(bootstrap, topics.responses, 8, attempt_timeout_s=2.0) as c:
+def routes() -> StaticRoutes:
+    """Routes a test sets by hand, to listeners it started itself."""
+    return StaticRoutes()
+
+
+@pytest.fixture
+def client(
+    bootstrap: str, topics: InternalTopics, routes: StaticRoutes
+) -> Iterator[CoordinatorClient]:
+    with CoordinatorClient(
+        bootstrap, topic_prefix=topics.prefix, routes=routes, attempt_timeout_s=2.0
+    ) as c:
         yield c
 
 

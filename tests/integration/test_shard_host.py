@@ -10,17 +10,16 @@ from structlog.testing import capture_logs
 
 from kafkacoord.codecs import decode_record, encode_key, encode_value
 from kafkacoord.codecs.models import NodeKey, NodeValue
-from kafkacoord.coordinator.protocol import CONTROLLER_APIS, ErrorCode
+from kafkacoord.coordinator.clients.connector import CoordinatorClient
+from kafkacoord.coordinator.clients.errors import RequestError
+from kafkacoord.coordinator.clients.routes import CONTROLLER, StaticRoutes
+from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol.controller_api import RegisterNode, RegisterNodeResponse
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result
 from kafkacoord.coordinator.runtime.writer import TransactionalWriter
-from kafkacoord.coordinator.transport import (
-    ReplySender,
-    RequestClient,
-    RequestError,
-    RequestReceiver,
-)
+from kafkacoord.coordinator.services.dispatch import RequestDispatcher, reject
+from kafkacoord.coordinator.wire import Listener
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.errors import PoisonRecordError
@@ -83,10 +82,10 @@ class Served:
         cache: StateCache,
         identity: str,
         *,
+        routes: StaticRoutes | None = None,
         strict: bool | None = None,
     ) -> None:
         self.shard = NodeBook()
-        self.replies = ReplySender(bootstrap, topics.responses, client_id="host-replies")
         recovery = ShardRecovery(
             cache, lambda: replay_consumer(bootstrap, "host-loader"), topics.metadata,
             metadata_policy(), strict=strict,
@@ -100,22 +99,30 @@ class Served:
             make_writer=lambda: TransactionalWriter(
                 bootstrap, topics.metadata, 0, transactional_id=f"{topics.prefix}controller"
             ),
-            replies=self.replies,
         )
         self.stopped_with: list[Exception | None] = []
         self.host = ShardHost(
             "metadata-0", parts, unavailable=ErrorCode.NOT_CONTROLLER,
             on_stopped=lambda _, exc: self.stopped_with.append(exc),
         ).start()  # fmt: skip
+        self.listener: Listener | None = None
         if strict:
-            self.receiver = None
             return
         assert self.host.wait_active(30)
-        self.receiver: RequestReceiver | None = RequestReceiver(
-            bootstrap, topics.controller_requests, CONTROLLER_APIS,
-            lambda _, r: self.host.submit(r), self.replies, client_id="host-recv",
-        )  # fmt: skip
-        self.receiver.assign([0])
+
+        def no_groups(shard: int, request: Request) -> None:
+            reject(request, ErrorCode.NOT_COORDINATOR)
+
+        self.listener = Listener(
+            "127.0.0.1", 0, RequestDispatcher(self.host.submit, no_groups)
+        ).start()
+        if routes is not None:
+            routes.set(CONTROLLER, self.listener.endpoint)
+
+    def stop_listening(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
 
     def wait_stopped(self, timeout_s: float = 30) -> None:
         deadline = time.monotonic() + timeout_s
@@ -124,33 +131,35 @@ class Served:
         assert self.host.state is HostState.STOPPED
 
     def close(self) -> None:
-        if self.receiver is not None:
-            self.receiver.close()
+        self.stop_listening()
         self.host.stop()
-        self.replies.close()
 
 
-def register(client: RequestClient, topics: InternalTopics, node: int) -> int:
+def register(client: CoordinatorClient, node: int) -> int:
     reply = client.call(
-        topics.controller_requests, 0, "RegisterNode",
-        RegisterNode(node_id=node, incarnation=f"i{node}"), RegisterNodeResponse, timeout_s=30,
+        CONTROLLER, RegisterNode(node_id=node, incarnation=f"i{node}"), RegisterNodeResponse,
+        timeout_s=30,
     )  # fmt: skip
     return reply.node_epoch
 
 
 def test_answer_comes_after_the_durable_write_and_the_cache_fold(
-    bootstrap: str, topics: InternalTopics, client: RequestClient, tmp_path: Path
+    bootstrap: str,
+    topics: InternalTopics,
+    client: CoordinatorClient,
+    routes: StaticRoutes,
+    tmp_path: Path,
 ) -> None:
     with StateCache(tmp_path / "c") as cache:
-        served = Served(bootstrap, topics, cache, "id-1")
+        served = Served(bootstrap, topics, cache, "id-1", routes=routes)
         try:
-            assert register(client, topics, 1) == 1
+            assert register(client, 1) == 1
             # The reply was released, so the record is in the log and in the cache.
             log = [(k, v) for _, k, v in read_partition(bootstrap, topics.metadata, 0)]
             assert any(decode_record(k, v)[0] == NodeKey(1) for k, v in log)
             store = cache.shard(ShardId(topics.metadata, 0))
             assert [decode_record(k, v)[0] for k, v in store.items()] == [NodeKey(1)]
-            assert register(client, topics, 2) == 2
+            assert register(client, 2) == 2
             checkpoint = store.checkpoint()
             assert checkpoint is not None and checkpoint.next_offset >= 2
         finally:
@@ -158,35 +167,42 @@ def test_answer_comes_after_the_durable_write_and_the_cache_fold(
 
 
 def test_restart_loads_from_the_cache_and_replays_the_same_state(
-    bootstrap: str, topics: InternalTopics, client: RequestClient, tmp_path: Path
+    bootstrap: str,
+    topics: InternalTopics,
+    client: CoordinatorClient,
+    routes: StaticRoutes,
+    tmp_path: Path,
 ) -> None:
     with StateCache(tmp_path / "c") as cache:
-        first = Served(bootstrap, topics, cache, "id-1")
+        first = Served(bootstrap, topics, cache, "id-1", routes=routes)
         try:
             for node in range(5):
-                register(client, topics, node)
+                register(client, node)
         finally:
             first.close()
-        second = Served(bootstrap, topics, cache, "id-1")
+        second = Served(bootstrap, topics, cache, "id-1", routes=routes)
         try:
             assert set(second.shard.nodes) == set(range(5))
             assert second.shard.nodes == first.shard.nodes
             assert second.host.stats.records_loaded == 5
-            assert register(client, topics, 9) == 6
+            assert register(client, 9) == 6
         finally:
             second.close()
 
 
 def test_a_newer_writer_fences_the_old_host(
-    bootstrap: str, topics: InternalTopics, client: RequestClient, tmp_path: Path
+    bootstrap: str,
+    topics: InternalTopics,
+    client: CoordinatorClient,
+    routes: StaticRoutes,
+    tmp_path: Path,
 ) -> None:
     with StateCache(tmp_path / "a") as cache_a, StateCache(tmp_path / "b") as cache_b:
-        old = Served(bootstrap, topics, cache_a, "id-1")
+        old = Served(bootstrap, topics, cache_a, "id-1", routes=routes)
         try:
-            register(client, topics, 1)
-            assert old.receiver is not None
-            old.receiver.assign([])  # only the new owner serves requests from here on
-            new = Served(bootstrap, topics, cache_b, "id-1")
+            register(client, 1)
+            old.stop_listening()  # only the new owner serves requests from here on
+            new = Served(bootstrap, topics, cache_b, "id-1", routes=routes)
             try:
                 assert set(new.shard.nodes) == {1}
                 # The zombie's next write is rejected by the broker; it steps down.
@@ -194,7 +210,7 @@ def test_a_newer_writer_fences_the_old_host(
                 old.host.submit(Request(RequestRef("zombie", 1), "RegisterNode", zombie))
                 old.wait_stopped(20)
                 assert old.stopped_with and old.stopped_with[0] is not None
-                assert register(client, topics, 2) == 2
+                assert register(client, 2) == 2
                 assert 66 not in new.shard.nodes
                 log = [
                     decode_record(k, v) for _, k, v in read_partition(bootstrap, topics.metadata, 0)
@@ -207,17 +223,20 @@ def test_a_newer_writer_fences_the_old_host(
 
 
 def test_requests_while_stopped_get_the_unavailable_error(
-    bootstrap: str, topics: InternalTopics, client: RequestClient, tmp_path: Path
+    bootstrap: str,
+    topics: InternalTopics,
+    client: CoordinatorClient,
+    routes: StaticRoutes,
+    tmp_path: Path,
 ) -> None:
     with StateCache(tmp_path / "c") as cache:
-        served = Served(bootstrap, topics, cache, "id-1")
-        register(client, topics, 1)
+        served = Served(bootstrap, topics, cache, "id-1", routes=routes)
+        register(client, 1)
         served.host.stop()
         try:
             with pytest.raises(RequestError) as info:
-                client.call(topics.controller_requests, 0, "RegisterNode",
-                            RegisterNode(node_id=3, incarnation="x"), timeout_s=2,
-                            attempt_timeout_s=1)  # fmt: skip
+                client.call(CONTROLLER, RegisterNode(node_id=3, incarnation="x"),
+                            RegisterNodeResponse, timeout_s=2, attempt_timeout_s=1)  # fmt: skip
             assert info.value.code is ErrorCode.NOT_CONTROLLER
         finally:
             served.close()

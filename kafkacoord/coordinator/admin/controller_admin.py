@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 
 from kafkacoord.storage.topics import InternalTopics
 
-from ..agent.follower import MetadataFollower
 from ..clients.connector import shared_client
 from ..clients.errors import B, RequestError
+from ..clients.follower import MetadataFollower
 from ..clients.routes import CONTROLLER
 from ..controller.image import MetadataImage
 from ..protocol import Body, Empty, ErrorCode, TopicPartitionRef

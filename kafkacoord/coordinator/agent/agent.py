@@ -24,12 +24,12 @@ from kafkacoord.codecs.models import NodeKey, NodeValue, PartitionValue
 
 from ..clients.connector import shared_client
 from ..clients.errors import RequestError
+from ..clients.follower import MetadataFollower
 from ..clients.routes import CONTROLLER
 from ..protocol import ALL_APIS, Body, ErrorCode, TopicPartitionRef
 from ..protocol import controller_api as api
 from ..runtime.shard import Record
 from ..wire import ClientTls
-from .follower import MetadataFollower
 from .replicas import PartitionHandler, ReplicaManager, Transition, deliver
 
 log = structlog.get_logger(__name__)

@@ -28,7 +28,7 @@ from kafkacoord.storage.topics import InternalTopics
 from ..protocol import ALL_APIS, Body, ErrorCode, encode_body
 from ..wire import ClientTls, Connection, ConnectionLostError, RequestHeader, ResponseFrame
 from .errors import B, RequestError, RequestTimeoutError
-from .routes import CONTROLLER, RouteTable
+from .routes import CONTROLLER, Routes, RouteTable, describe
 
 log = structlog.get_logger(__name__)
 
@@ -60,16 +60,18 @@ class CoordinatorClient:
         client_id: str | None = None,
         attempt_timeout_s: float = 5.0,
         connect_timeout_s: float = 5.0,
+        routes: Routes | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.client_id = client_id or f"kc-{uuid.uuid4().hex[:12]}"
         self.topics = InternalTopics(prefix=topic_prefix)
-        self.routes = RouteTable(bootstrap, self.topics)
+        self.routes: Routes = routes or RouteTable(bootstrap, self.topics)
         self._tls = tls
         self._ssl = None if tls is None else tls.context()
         self._attempt_timeout_s = attempt_timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._connections: dict[str, Connection] = {}
+        self._connecting: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._users = 1
         self._key: tuple[Any, ...] | None = None
@@ -82,16 +84,19 @@ class CoordinatorClient:
             conn = self._connections.get(endpoint)
             if conn is not None and not conn.closed:
                 return conn
-        # Connect outside the lock: one slow daemon must not hold up calls to the others.
-        fresh = Connection(
-            endpoint, ssl_context=self._ssl, connect_timeout_s=self._connect_timeout_s
-        )
-        with self._lock:
-            conn = self._connections.get(endpoint)
-            if conn is not None and not conn.closed:
-                fresh.close()
-                return conn
-            self._connections[endpoint] = fresh
+            connecting = self._connecting.setdefault(endpoint, threading.Lock())
+        # One connect per daemon at a time, outside the main lock: a slow daemon must not
+        # hold up calls to the others, and concurrent callers share what it opens.
+        with connecting:
+            with self._lock:
+                conn = self._connections.get(endpoint)
+                if conn is not None and not conn.closed:
+                    return conn
+            fresh = Connection(
+                endpoint, ssl_context=self._ssl, connect_timeout_s=self._connect_timeout_s
+            )
+            with self._lock:
+                self._connections[endpoint] = fresh
             return fresh
 
     def _resolve(self, target: int, deadline: float) -> str | None:
@@ -110,7 +115,7 @@ class CoordinatorClient:
         api = type(body).__name__
         where = endpoint or self.routes.endpoint(target)
         if where is None:
-            raise ConnectionLostError(f"no daemon known for {self.routes.describe(target)}")
+            raise ConnectionLostError(f"no daemon known for {describe(target)}")
         spec = ALL_APIS[api]
         header = RequestHeader(
             spec.key, 0, _next_correlation_id() if correlation_id is None else correlation_id,
@@ -136,7 +141,7 @@ class CoordinatorClient:
         header = RequestHeader(spec.key, 0, _next_correlation_id(), max(target, -1), self.client_id)
         backoff = 0.02
         last: RequestError | None = None
-        tried = self.routes.describe(target)
+        tried = describe(target)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -17,13 +17,14 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import Final
+from collections.abc import Mapping
+from typing import Final, Protocol
 
 from kafkacoord.storage.topics import InternalTopics
 
-from ..agent.follower import MetadataFollower
 from ..controller.image import MetadataImage
 from ..runtime.shard import Record
+from .follower import MetadataFollower
 
 # The key of a daemon's listener in its node registration's endpoints.
 LISTENER_ENDPOINT: Final = "kafkacoord"
@@ -31,12 +32,79 @@ LISTENER_ENDPOINT: Final = "kafkacoord"
 CONTROLLER: Final = -1
 
 
-class RouteTable:
-    def __init__(self, bootstrap: str, topics: InternalTopics) -> None:
-        self.topics = topics
-        self._image = MetadataImage()
+def describe(target: int) -> str:
+    """Names a target for error messages."""
+    return "the controller" if target == CONTROLLER else f"group shard {target}"
+
+
+class Routes(Protocol):
+    @property
+    def version(self) -> int:
+        """Goes up whenever a route may have changed."""
+
+    def wait_ready(self, timeout_s: float) -> bool: ...
+
+    def wait_change(self, seen: int, timeout_s: float) -> int: ...
+
+    def endpoint(self, target: int) -> str | None: ...
+
+    def close(self) -> None: ...
+
+
+class _Versioned:
+    def __init__(self) -> None:
         self._changed = threading.Condition()
         self.version = 0
+
+    def _bump(self) -> None:
+        with self._changed:
+            self.version += 1
+            self._changed.notify_all()
+
+    def wait_change(self, seen: int, timeout_s: float) -> int:
+        """Wait until the routes change after version ``seen``; returns the version now."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while self.version == seen:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._changed.wait(remaining)
+            return self.version
+
+
+class StaticRoutes(_Versioned):
+    """Routes given up front, for callers that know where the daemons listen."""
+
+    def __init__(self, endpoints: Mapping[int, str] | None = None, default: str | None = None):
+        super().__init__()
+        self._endpoints = dict(endpoints or {})
+        self._default = default
+
+    def set(self, target: int, endpoint: str | None) -> None:
+        with self._changed:
+            if endpoint is None:
+                self._endpoints.pop(target, None)
+            else:
+                self._endpoints[target] = endpoint
+        self._bump()
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        return True
+
+    def endpoint(self, target: int) -> str | None:
+        with self._changed:
+            return self._endpoints.get(target, self._default)
+
+    def close(self) -> None:
+        pass
+
+
+class RouteTable(_Versioned):
+    def __init__(self, bootstrap: str, topics: InternalTopics) -> None:
+        super().__init__()
+        self.topics = topics
+        self._image = MetadataImage()
         self._follower = MetadataFollower(
             bootstrap, topics.metadata, self._on_record,
             client_id=f"kc-routes-{uuid.uuid4().hex[:8]}", on_caught_up=self._on_caught_up,
@@ -49,24 +117,11 @@ class RouteTable:
             self._changed.notify_all()
 
     def _on_caught_up(self) -> None:
-        with self._changed:
-            self.version += 1
-            self._changed.notify_all()
+        self._bump()
 
     def wait_ready(self, timeout_s: float) -> bool:
         """True once the log was read to its end: before that, routes may be history."""
         return self._follower.wait_caught_up(timeout_s)
-
-    def wait_change(self, seen: int, timeout_s: float) -> int:
-        """Wait until the routes change after version ``seen``; returns the version now."""
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while self.version == seen:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._changed.wait(remaining)
-            return self.version
 
     def endpoint(self, target: int) -> str | None:
         """The endpoint serving ``target`` (CONTROLLER or a group shard), if known."""
@@ -80,10 +135,6 @@ class RouteTable:
                 return None
             node = image.node(state.leader)
             return None if node is None else node.endpoints.get(LISTENER_ENDPOINT)
-
-    def describe(self, target: int) -> str:
-        """Names the target for error messages."""
-        return "the controller" if target == CONTROLLER else f"group shard {target}"
 
     def close(self) -> None:
         self._follower.close()

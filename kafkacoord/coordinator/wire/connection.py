@@ -62,7 +62,7 @@ class Connection:
         self.tls = ssl_context is not None
         # An SSL object must not read and write at once: with TLS both share one lock
         # and the reader only reads what select() says has arrived.
-        sock.settimeout(connect_timeout_s if self.tls else None)
+        sock.settimeout(1.0 if self.tls else None)
         self._sock = sock
         self._send_lock = threading.Lock()
         self._recv_lock = self._send_lock if self.tls else threading.Lock()
@@ -108,15 +108,16 @@ class Connection:
                     readable, _, _ = select.select([sock], [], [], 0.5)
                     if not readable:
                         continue
-                with self._recv_lock:
-                    data = sock.recv(262_144)
+                try:
+                    with self._recv_lock:
+                        data = sock.recv(262_144)
+                except TimeoutError:
+                    continue  # a TLS record that held no reply data; nothing was lost
                 if not data:
                     self._fail("closed by the server")
                     return
                 for payload in self._reader.feed(data):
                     self._complete(decode_response(payload))
-        except TimeoutError:
-            self._fail("timed out reading a TLS record")
         except (OSError, FrameError, ValueError) as exc:
             self._fail(f"read failed: {exc}")
 

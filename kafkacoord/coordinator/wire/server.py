@@ -16,6 +16,7 @@ import itertools
 import ssl
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ import structlog
 from .frames import (
     DEFAULT_MAX_FRAME_BYTES,
     INVALID_REQUEST,
+    UNKNOWN_SERVER_ERROR,
     FrameError,
     FrameReader,
     RequestHeader,
@@ -73,6 +75,8 @@ class ServerConnection(asyncio.Protocol):
         self.last_active = time.monotonic()
         self._transport: asyncio.Transport | None = None
         self._reader = FrameReader(listener.limits.max_frame_bytes)
+        # Frames read but not handed over: the connection is at its in-flight limit.
+        self._backlog: deque[bytes] = deque()
         self._paused = False
         self._closed = False
 
@@ -102,26 +106,41 @@ class ServerConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         try:
-            payloads = self._reader.feed(data)
+            self._backlog.extend(self._reader.feed(data))
         except FrameError as exc:
             self._bad_frame("oversize frame", str(exc), exc.header)
             return
+        self._drain()
+
+    def _drain(self) -> None:
+        """Hand over read frames while under the in-flight limit; stop reading beyond it."""
+        limit = self.listener.limits.max_inflight_per_connection
+        backlog = self._backlog
         handler = self.listener.handler
-        for payload in payloads:
+        while backlog and self.inflight < limit:
             try:
-                header, body = decode_request_frame(payload)
+                header, body = decode_request_frame(backlog.popleft())
             except FrameError as exc:
                 self._bad_frame("undecodable header", str(exc), None)
                 return
             self.inflight += 1
             self.listener.stats.requests += 1
-            handler(header, body, self)
+            try:
+                handler(header, body, self)
+            except Exception as exc:  # a handler bug must not take the listener down
+                log.exception("request handler failed", peer=self.peer, api_key=header.api_key)
+                self.reject(header, UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}",
+                            close=False)  # fmt: skip
             if self._closed:
                 return
-        if self.inflight >= self.listener.limits.max_inflight_per_connection and not self._paused:
+        transport = self._transport
+        assert transport is not None
+        if (backlog or self.inflight >= limit) and not self._paused:
             self._paused = True
-            assert self._transport is not None
-            self._transport.pause_reading()
+            transport.pause_reading()
+        elif self._paused and not backlog and self.inflight < max(limit // 2, 1):
+            self._paused = False
+            transport.resume_reading()
 
     def _bad_frame(self, reason: str, detail: str, header: RequestHeader | None) -> None:
         self.listener.stats.bad(reason)
@@ -155,9 +174,8 @@ class ServerConnection(asyncio.Protocol):
         transport.write(data)
         self.inflight -= answered
         self.last_active = time.monotonic()
-        if self._paused and self.inflight < self.listener.limits.max_inflight_per_connection // 2:
-            self._paused = False
-            transport.resume_reading()
+        if self._paused:
+            self._drain()
 
     def _close_now(self) -> None:
         self._closed = True

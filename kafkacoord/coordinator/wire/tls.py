@@ -12,6 +12,8 @@ def server_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(str(cert), str(key))
+    # No TLS 1.3 session tickets: a client's reader then only ever waits for replies.
+    context.num_tickets = 0
     if client_ca is not None:
         context.load_verify_locations(str(client_ca))
         context.verify_mode = ssl.CERT_REQUIRED  # ssl.client.auth=required

@@ -58,9 +58,7 @@ class Cluster:
 
     def call(self, body: Body) -> Reply:
         self._correlation += 1
-        request = Request(
-            RequestRef("test", self._correlation), type(body).__name__, body
-        )
+        request = Request(RequestRef("test", self._correlation), type(body).__name__, body)
         self.last = self._apply(self.shard.handle(request, self.now))
         assert len(self.last.replies) == 1
         return self.last.replies[0]
