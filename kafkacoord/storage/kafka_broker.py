@@ -179,7 +179,7 @@ class KafkaBroker:
             "background.threads": "2",
             "log.cleaner.threads": "1",
             "log.cleaner.dedupe.buffer.size": str(32 * 1024 * 1024),
-            "num.recovery.threads.per.data.dir": "1",
+            "num.recovery.threads.per.data.dir": "2",
             # One node: every internal topic has one replica.
             "offsets.topic.replication.factor": "1",
             "transaction.state.log.replication.factor": "1",
