@@ -95,11 +95,12 @@ class KafkaBroker:
         log_level: str = "WARN",
         version: str = KAFKA_VERSION,
     ) -> None:
-        self.data_dir = Path(data_dir)
+        # Absolute: the JVM's config names files, and a file URI cannot be relative.
+        self.data_dir = Path(data_dir).absolute()
         self.host = host
         self.port = port or free_port(host)
         self.controller_port = controller_port or free_port(host)
-        self.log_path = Path(log_path) if log_path else self.data_dir / "kafka.log"
+        self.log_path = Path(log_path).absolute() if log_path else self.data_dir / "kafka.log"
         self.log_level = log_level
         self.version = version
         self._process: subprocess.Popen[bytes] | None = None
@@ -173,7 +174,7 @@ class KafkaBroker:
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(self.log_dir.resolve()),
+            "log.dirs": str(self.log_dir),
             "num.network.threads": "2",
             "num.io.threads": "2",
             "background.threads": "2",
@@ -198,8 +199,7 @@ class KafkaBroker:
 
     def _write_log4j2(self) -> Path:
         path = self.data_dir / "log4j2.xml"
-        target = str(self.log_path.resolve())
-        path.write_text(_LOG4J2.format(path=target, level=self.log_level))
+        path.write_text(_LOG4J2.format(path=self.log_path, level=self.log_level))
         return path
 
     def _format(self, java: str, classpath: str, log4j: str, config: Path) -> None:
