@@ -22,6 +22,8 @@ from kafkacoord.storage.errors import EmbeddedBrokerError
 from kafkacoord.storage.kafka_broker import KafkaBroker
 from kafkacoord.storage.kafka_jars import HOME_ENV, java_binary, java_major, kafka_classpath
 
+from .cluster import DaemonProcess
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -222,3 +224,28 @@ def test_missing_maven_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(EmbeddedBrokerError, match=r"needs Maven \(mvn\)") as caught:
         kafka_classpath()
     assert "apt-get install maven" in str(caught.value)
+
+
+def test_the_daemon_runs_on_its_own_kafka_broker_and_stops_it(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node"
+    env = {
+        "KAFKACOORD_BOOTSTRAP": "",  # unset: the embedded broker
+        "KAFKACOORD_EMBEDDED_BROKER": "kafka",
+        "KAFKACOORD_DATA_DIR": str(data_dir),
+        "KAFKACOORD_OFFSETS_PARTITIONS": "4",
+        "KAFKACOORD_METRICS_PORT": "-1",
+        "KAFKACOORD_LOG_FORMAT": "json",
+    }
+    daemon = DaemonProcess(env)
+    try:
+        broker = daemon.wait_for("embedded broker ready", timeout_s=120)
+        assert broker["rss_mb"] > 0 and broker["seconds"] > 0
+        ready = daemon.wait_for("daemon ready")
+        assert ready["shards"] == 5
+        assert (data_dir / "bootstrap").read_text() == broker["bootstrap"]
+        assert (data_dir / "kafka" / "logs" / "meta.properties").is_file()
+        daemon.process.send_signal(signal.SIGTERM)
+        assert daemon.process.wait(60) == 0
+        assert not _alive(broker["pid"]), "the daemon stopped its broker"
+    finally:
+        daemon.stop()
