@@ -230,6 +230,8 @@ class Daemon:
                  seconds=round(time.monotonic() - started, 3))  # fmt: skip
 
     def _start_embedded_broker(self) -> str:
+        # The broker gets SIGKILL when the thread that starts it ends (PR_SET_PDEATHSIG), so
+        # this runs on the daemon's main thread, from start(); never from a worker thread.
         s = self.settings
         if s.embedded_broker == "kafka":
             self._broker = KafkaBroker(
