@@ -3,6 +3,9 @@
 #   ./dev.sh daemon [ARGS]   set up .venv, then run the daemon (embedded broker unless
 #                            KAFKACOORD_BOOTSTRAP is set)
 #   ./dev.sh test [PYTEST ARGS]  set up .venv, then lint, type-check and run every test
+#   ./dev.sh kafka [ARGS]    set up .venv, then run one Apache Kafka broker in the foreground
+#                            (data in var/kafka, bootstrap written to var/kafka/bootstrap)
+#                            for tests and benches to share: KAFKACOORD_KAFKA_BOOTSTRAP=...
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -30,6 +33,10 @@ case $cmd in
     setup ""
     exec .venv/bin/kafkacoord daemon "$@"
     ;;
+  kafka)
+    setup ""
+    exec .venv/bin/python -m kafkacoord.storage.kafka_broker --data-dir var/kafka "$@"
+    ;;
   test)
     setup "test,dev,spark"
     .venv/bin/ruff check .
@@ -46,7 +53,7 @@ case $cmd in
     exit $rc
     ;;
   *)
-    echo "usage: ./dev.sh daemon [ARGS] | ./dev.sh test [PYTEST ARGS]" >&2
+    echo "usage: ./dev.sh daemon [ARGS] | ./dev.sh test [PYTEST ARGS] | ./dev.sh kafka [ARGS]" >&2
     exit 2
     ;;
 esac

@@ -2,6 +2,8 @@
 
 ``KAFKACOORD_BOOTSTRAP`` points the tests at an existing cluster (Apache Kafka,
 say); otherwise one embedded tansu broker serves the whole session.
+``kafka_bootstrap`` is always Apache Kafka: ``KAFKACOORD_KAFKA_BOOTSTRAP`` (``./dev.sh kafka``
+prints one), else one embedded KafkaBroker for the session, started on first use.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kafkacoord.storage.broker import EmbeddedBroker
+from kafkacoord.storage.kafka_broker import KafkaBroker
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +27,17 @@ def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     log_dir: Path = tmp_path_factory.mktemp("broker")
     with EmbeddedBroker(log_path=log_dir / "tansu.log") as broker:
+        yield broker.bootstrap
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    external = os.environ.get("KAFKACOORD_KAFKA_BOOTSTRAP")
+    if external:
+        yield external
+        return
+    data_dir: Path = tmp_path_factory.mktemp("kafka")
+    with KafkaBroker(data_dir) as broker:
         yield broker.bootstrap
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +22,12 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+class EmbeddedBrokerKind(str, Enum):
+    tansu = "tansu"
+    kafka = "kafka"
+
 
 ConfigOption = Annotated[
     Path | None,
@@ -41,13 +48,22 @@ def daemon(
     strict: Annotated[
         bool | None, typer.Option("--strict/--lenient", help="Stop on poison records.")
     ] = None,
+    embedded_broker: Annotated[
+        EmbeddedBrokerKind | None,
+        typer.Option(help="Embedded broker when no bootstrap is given: tansu or kafka."),
+    ] = None,
 ) -> None:
     """Run the daemon until SIGINT or SIGTERM."""
     from .daemon import Daemon
 
     try:
         settings = load_settings(
-            config, bootstrap=bootstrap, node_id=node_id, data_dir=data_dir, strict_records=strict
+            config,
+            bootstrap=bootstrap,
+            node_id=node_id,
+            data_dir=data_dir,
+            strict_records=strict,
+            embedded_broker=embedded_broker.value if embedded_broker else None,
         )
     except (ValidationError, FileNotFoundError) as exc:
         typer.echo(f"error: invalid configuration: {exc}", err=True)

@@ -20,6 +20,7 @@ from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client, broker_count, replay_consumer
 from kafkacoord.storage.errors import PoisonRecordError, StorageError
 from kafkacoord.storage.fold import FoldPolicy, metadata_policy, offsets_policy
+from kafkacoord.storage.kafka_broker import KafkaBroker
 from kafkacoord.storage.poison import add_strict_listener, remove_strict_listener, set_strict
 from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
 from kafkacoord.storage.topics import ensure_topics
@@ -59,7 +60,7 @@ class Daemon:
         self.settings = settings
         self.state = DaemonState()
         self._stop = threading.Event()
-        self._broker: EmbeddedBroker | None = None
+        self._broker: EmbeddedBroker | KafkaBroker | None = None
         self._cache: StateCache | None = None
         self.listener: Listener | None = None
         self.dispatcher = RequestDispatcher(
@@ -270,10 +271,17 @@ class Daemon:
                  seconds=round(time.monotonic() - started, 3))  # fmt: skip
 
     def _start_embedded_broker(self) -> str:
+        # The broker gets SIGKILL when the thread that starts it ends (PR_SET_PDEATHSIG), so
+        # this runs on the daemon's main thread, from start(); never from a worker thread.
         s = self.settings
-        self._broker = EmbeddedBroker(
-            port=s.embedded_broker_port, log_path=s.data_dir / "tansu.log"
-        )
+        if s.embedded_broker == "kafka":
+            self._broker = KafkaBroker(
+                s.data_dir / "kafka", port=s.embedded_broker_port, log_path=s.data_dir / "kafka.log"
+            )
+        else:
+            self._broker = EmbeddedBroker(
+                port=s.embedded_broker_port, log_path=s.data_dir / "tansu.log"
+            )
         self._broker.start()
         # Lets the admin commands on this machine find the embedded broker.
         (s.data_dir / "bootstrap").write_text(self._broker.bootstrap)

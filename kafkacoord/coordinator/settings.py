@@ -119,6 +119,9 @@ class Settings(BaseSettings):
     )
     offsets_commit_timeout_ms: int = Field(5000, ge=1, description="offsets.commit.timeout.ms")
     embedded_broker_port: int | None = Field(None, description="Port of the embedded broker.")
+    embedded_broker: Literal["tansu", "kafka"] = Field(
+        "tansu", description="Embedded broker without bootstrap: tansu (memory) or Apache Kafka."
+    )
     metrics_host: str = Field("127.0.0.1", description="Address of /metrics and /health.")
     metrics_port: int = Field(
         9464, ge=-1, le=65535, description="Port of /metrics and /health; 0 picks one, -1 disables."

@@ -12,6 +12,7 @@ from types import TracebackType
 
 import structlog
 
+from .child import owned_child_kwargs
 from .errors import EmbeddedBrokerError
 
 log = structlog.get_logger(__name__)
@@ -86,6 +87,7 @@ class EmbeddedBroker:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
+                **owned_child_kwargs(),  # dies with this process, even on SIGKILL
             )  # fmt: skip
         self._wait_ready(timeout_s)
         log.info(
