@@ -1,8 +1,9 @@
-"""P2: offset commits through kafkacoord against raw appends and the broker's own commits.
+"""Offset commits through kafkacoord against raw appends and the broker's own commits.
 
-One embedded broker and one daemon process (the real daemon: controller, node agent,
-group shards with transactional writers). Each measurement runs for --seconds with at
-most --concurrency requests in flight:
+One broker (the embedded tansu, or Apache Kafka with --broker kafka) and one daemon
+process (the real daemon: controller, node agent, group shards with leader-epoch
+writers). Clients reach the daemon over its listener. Each measurement runs for
+--seconds with at most --concurrency requests in flight:
 
 - raw_rate:            acks=all appends of the same offset-commit records (the appender)
 - commit_rate:         OffsetCommit client -> daemon -> durable append -> reply, at peak
@@ -16,13 +17,10 @@ Also measured, to show where the time goes (all on the same cores):
                        client and its load) and of the broker, during the peak window
 - broker_cpu_ms:       the broker's CPU per raw append, per kafkacoord commit and per
                        native commit
+- broker_cpu_ratio:    the broker's CPU per kafkacoord commit / its CPU per raw append
+- daemon_us_per_commit: the daemon's CPU per commit at peak, in microseconds
 - latency_curve:       p50/p99 and CPU per commit with load paced at an eighth and a
-                       quarter of the peak, measured after the half-peak window, so on
-                       request and reply partitions that hold more batches
-- fetch_cost:          the broker's CPU per produce-then-fetch round on a partition
-                       holding one batch and on one holding --long-partition batches of one
-                       record each, as request and reply partitions hold them (the embedded
-                       broker's fetch cost grows with the number of batches stored)
+                       quarter of the peak
 
 The last stdout line is JSON.
 """
@@ -42,19 +40,20 @@ from collections import deque
 from concurrent.futures import Future
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkacoord.codecs import encode_record
 from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
+from kafkacoord.coordinator.clients.connector import CoordinatorClient, error_of
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.coordinator.settings import Settings
-from kafkacoord.coordinator.transport import RequestClient
-from kafkacoord.coordinator.transport.envelope import error_of
+from kafkacoord.coordinator.wire import ResponseFrame
 from kafkacoord.storage.appender import Appender
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.clients import admin_client
+from kafkacoord.storage.kafka_broker import KafkaBroker
 from kafkacoord.storage.topics import ensure_topics
 
 GROUPS = 16
@@ -130,13 +129,11 @@ def percentiles(latencies: list[float]) -> dict[str, float]:
 
 
 def kafkacoord_commits(
-    client: RequestClient,
-    settings: Settings,
+    client: CoordinatorClient,
     seconds: float,
     concurrency: int,
     rate: float | None = None,
 ) -> tuple[int, float, list[float]]:
-    topic = settings.topics.group_requests
     latencies: list[float] = []
     lock = threading.Lock()
 
@@ -147,21 +144,19 @@ def kafkacoord_commits(
                 time.sleep(delay)
         group, body = commit_body(i)
         sent = time.perf_counter()
-        _, future = client.send(
-            topic, partition_for(group, SHARDS), "OffsetCommit", body, timeout_s=30
-        )
+        _, future = client.send(partition_for(group, SHARDS), body)
         result: Future[object] = Future()
 
-        def finished(f: Future[object]) -> None:
+        def finished(f: Future[ResponseFrame]) -> None:
             reply = f.result()
-            if error_of(reply).name != "NONE":  # type: ignore[arg-type]
+            if error_of(reply).name != "NONE":
                 result.set_exception(RuntimeError(f"commit failed: {reply}"))
                 return
             with lock:
                 latencies.append(time.perf_counter() - sent)
             result.set_result(None)
 
-        future.add_done_callback(finished)  # type: ignore[arg-type]
+        future.add_done_callback(finished)
         return result
 
     paced_start = time.perf_counter()
@@ -226,51 +221,6 @@ def native_commits(
     return sum(counts), time.perf_counter() - started
 
 
-def fetch_cost(
-    bootstrap: str, broker_pid: int, long_partition: int, rounds: int = 200
-) -> dict[str, float]:
-    """The broker's CPU per produce-then-fetch round, on a short and on a long partition.
-
-    Each partition is a topic of its own: on the embedded broker a fetch's cost also
-    grows with the other partitions of its topic.
-    """
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = {"short": "bench_fetch_short", "long": "bench_fetch_long"}
-    for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics.values()]).values():
-        future.result(30)
-    # One record per batch, like the request and reply partitions under light load.
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "batch.num.messages": 1}
-    )
-    for i in range(long_partition):
-        producer.produce(topics["long"], b"x" * 100)
-        if i % 1_000 == 999:
-            producer.flush(60)
-    producer.flush(60)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "bench-fetch", "fetch.wait.max.ms": 5}
-    )
-    result: dict[str, float] = {}
-    for name, start in (("short", 0), ("long", long_partition)):
-        consumer.assign([TopicPartition(topics[name], 0, start)])
-        before = cpu_seconds(broker_pid)
-        deadline = time.monotonic() + 60
-        for _ in range(rounds):
-            producer.produce(topics[name], b"y" * 100)
-            producer.poll(0)
-            while time.monotonic() < deadline:
-                msg = consumer.poll(1)
-                if msg is not None and msg.error() is None:
-                    break
-        used_ms = (cpu_seconds(broker_pid) - before) * 1000
-        result[f"{name}_ms_per_round"] = round(used_ms / rounds, 3)
-    producer.flush(10)
-    consumer.close()
-    result["long_partition_batches"] = long_partition
-    return result
-
-
 def run(
     bootstrap: str, broker_pid: int, args: argparse.Namespace, data_dir: Path
 ) -> dict[str, object]:
@@ -295,6 +245,8 @@ def run(
         "KAFKACOORD_DATA_DIR": str(data_dir),
         "KAFKACOORD_OFFSETS_PARTITIONS": str(SHARDS),
         "KAFKACOORD_LOG_LEVEL": "warning",
+        "KAFKACOORD_LISTEN": "127.0.0.1:0",
+        "KAFKACOORD_METRICS_PORT": "-1",
     }
     daemon = subprocess.Popen(
         [sys.executable, "-m", "kafkacoord", "daemon"],
@@ -303,17 +255,11 @@ def run(
         stderr=subprocess.DEVNULL,
     )
     try:
-        client = RequestClient(bootstrap, settings.topics.responses, settings.responses_partitions)
+        client = CoordinatorClient(bootstrap, topic_prefix=settings.topic_prefix)
         # Wait until every shard answers.
         for i in range(GROUPS):
             group, body = commit_body(i)
-            client.call(
-                settings.topics.group_requests,
-                partition_for(group, SHARDS),
-                "OffsetCommit",
-                body,
-                timeout_s=120,
-            )
+            client.call(partition_for(group, SHARDS), body, g.OffsetCommitResponse, timeout_s=120)
         log("daemon serving")
         meter = CpuMeter({"daemon": daemon.pid, "client": os.getpid(), "broker": broker_pid})
         raw_done, elapsed = raw_appends(bootstrap, "bench_raw", seconds, concurrency, meter)
@@ -321,14 +267,12 @@ def run(
         raw_broker = meter.per_op_ms(raw_done)["broker"]
         log(f"raw: {raw:.0f}/s")
         meter.start()
-        done, elapsed, _ = kafkacoord_commits(client, settings, seconds, concurrency)
+        done, elapsed, _ = kafkacoord_commits(client, seconds, concurrency)
         meter.stop()
         peak = done / elapsed
         cpu_per_commit = meter.per_op_ms(done)
         log(f"kafkacoord peak: {peak:.0f}/s, CPU ms per commit {cpu_per_commit}")
-        done, elapsed, latencies = kafkacoord_commits(
-            client, settings, seconds, concurrency, rate=peak / 2
-        )
+        done, elapsed, latencies = kafkacoord_commits(client, seconds, concurrency, rate=peak / 2)
         half = percentiles(latencies)
         p50, p99 = half["p50_ms"], half["p99_ms"]
         log(f"at {done / elapsed:.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
@@ -336,7 +280,7 @@ def run(
         for fraction in (0.125, 0.25):
             meter.start()
             done, elapsed, lat = kafkacoord_commits(
-                client, settings, seconds, concurrency, rate=peak * fraction
+                client, seconds, concurrency, rate=peak * fraction
             )
             meter.stop()
             curve[str(fraction)] = {
@@ -350,12 +294,11 @@ def run(
         native_broker = meter.per_op_ms(native_done)["broker"]
         log(f"native: {native:.0f}/s")
         client.close()
-        fetch = fetch_cost(bootstrap, broker_pid, args.long_partition)
-        log(f"broker fetch cost: {fetch}")
     finally:
         daemon.terminate()
         daemon.wait(30)
     return {
+        "broker": args.broker,
         "raw_rate": round(raw),
         "commit_rate": round(peak),
         "p50_ms": round(p50, 2),
@@ -363,6 +306,8 @@ def run(
         "native_commit_rate": round(native),
         "ratio_raw": round(peak / raw, 3),
         "ratio_native": round(peak / native, 3),
+        "broker_cpu_ratio": round(cpu_per_commit["broker"] / max(raw_broker, 1e-9), 2),
+        "daemon_us_per_commit": round(cpu_per_commit["daemon"] * 1000, 1),
         "concurrency": concurrency,
         "cpu_ms_per_commit": cpu_per_commit,
         "broker_cpu_ms": {
@@ -371,7 +316,6 @@ def run(
             "native_commit": native_broker,
         },
         "latency_curve": curve,
-        "fetch_cost": fetch,
     }
 
 
@@ -379,17 +323,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument(
-        "--long-partition", type=int, default=5_000,
-        help="one-record batches in the long partition of the fetch-cost probe",
-    )  # fmt: skip
+    parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
     args = parser.parse_args()
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        EmbeddedBroker(log_path=Path(tmp) / "tansu.log") as broker,
-    ):
-        assert broker.pid is not None
-        result = run(broker.bootstrap, broker.pid, args, Path(tmp) / "node")
+    with tempfile.TemporaryDirectory() as tmp:
+        broker: EmbeddedBroker | KafkaBroker = (
+            KafkaBroker(Path(tmp) / "kafka", log_path=Path(tmp) / "kafka.log")
+            if args.broker == "kafka"
+            else EmbeddedBroker(log_path=Path(tmp) / "tansu.log")
+        )
+        with broker:
+            assert broker.pid is not None
+            result = run(broker.bootstrap, broker.pid, args, Path(tmp) / "node")
     print(json.dumps(result))
 
 

@@ -65,7 +65,7 @@ def check_group(group: str, timeout_s: float) -> str | None:
         settings.bootstrap,
         topic_prefix=settings.topic_prefix,
         offsets_partitions=settings.offsets_partitions,
-        responses_partitions=settings.responses_partitions,
+        tls=settings.client_tls(),
         timeout_s=timeout_s,
     ) as admin:
         [described] = admin.describe_groups([group])

@@ -36,7 +36,7 @@ class Cluster:
         self.daemons: dict[int, DaemonProcess] = {}
         self.replicas: dict[int, Replicas] = {}
         self.agents: dict[int, NodeAgent] = {}
-        self.admin = ControllerAdmin(bootstrap, self.topics, responses_partitions=8, timeout_s=60)
+        self.admin = ControllerAdmin(bootstrap, self.topics, timeout_s=60)
 
     def start_daemon(self, node: int) -> DaemonProcess:
         self.daemons[node] = daemon = start_daemon(self.env, self.root, node)

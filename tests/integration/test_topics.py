@@ -19,16 +19,15 @@ def test_topics_are_created_with_their_configs_and_verified_idempotently(
     bootstrap: str, prefix: str
 ) -> None:
     admin = admin_client(bootstrap)
-    topics = InternalTopics(prefix=prefix, offsets_partitions=5, responses_partitions=3)
+    topics = InternalTopics(prefix=prefix, offsets_partitions=5)
     first = ensure_topics(admin, topics.specs(), replication_factor=1)
-    assert set(first) == {s.name for s in topics.specs()}
-    assert len(set(first.values())) == 5, "every topic has its own identity"
+    assert set(first) == {topics.metadata, topics.offsets}, "requests travel over no topic"
+    assert len(set(first.values())) == 2, "every topic has its own identity"
 
     metadata = admin.list_topics(timeout=10).topics
     assert len(metadata[topics.offsets].partitions) == 5
-    assert len(metadata[topics.group_requests].partitions) == 5
     assert len(metadata[topics.metadata].partitions) == 1
-    assert len(metadata[topics.responses].partitions) == 3
+    assert not any(t.startswith(prefix) for t in set(metadata) - set(first))
     resource = ConfigResource(ConfigResource.Type.TOPIC, topics.offsets)
     configs = admin.describe_configs([resource])[resource].result()
     assert configs["cleanup.policy"].value == "compact"
