@@ -221,6 +221,15 @@ def native_commits(
     return sum(counts), time.perf_counter() - started
 
 
+def _profile(pid: int, path: str, seconds: float) -> subprocess.Popen[bytes]:
+    """py-spy samples the daemon through the peak window (collapsed stacks, per thread)."""
+    return subprocess.Popen(
+        ["py-spy", "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", "250",
+         "--format", "raw", "--threads", "--output", path],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 def run(
     bootstrap: str, broker_pid: int, args: argparse.Namespace, data_dir: Path
 ) -> dict[str, object]:
@@ -266,9 +275,12 @@ def run(
         raw = raw_done / elapsed
         raw_broker = meter.per_op_ms(raw_done)["broker"]
         log(f"raw: {raw:.0f}/s")
+        profiler = _profile(daemon.pid, args.profile, seconds) if args.profile else None
         meter.start()
         done, elapsed, _ = kafkacoord_commits(client, seconds, concurrency)
         meter.stop()
+        if profiler is not None:
+            profiler.wait(60)
         peak = done / elapsed
         cpu_per_commit = meter.per_op_ms(done)
         log(f"kafkacoord peak: {peak:.0f}/s, CPU ms per commit {cpu_per_commit}")
@@ -324,6 +336,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
+    parser.add_argument(
+        "--profile", metavar="PATH", help="py-spy the daemon at peak; collapsed stacks to PATH"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         broker: EmbeddedBroker | KafkaBroker = (

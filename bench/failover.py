@@ -24,13 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from kafkacoord.coordinator.transport import ReplySender
+
 from kafkacoord.codecs import encode_record
 from kafkacoord.codecs.models import PartitionKey
 from kafkacoord.coordinator.admin import ControllerAdmin
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.services.controller import ControllerService
 from kafkacoord.coordinator.settings import Settings
-from kafkacoord.coordinator.transport import ReplySender
 from kafkacoord.storage.appender import Appender
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.cache import StateCache

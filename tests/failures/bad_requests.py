@@ -52,7 +52,7 @@ MAX_FRAME_BYTES = DEFAULT_MAX_FRAME_BYTES  # socket.request.max.bytes; the daemo
 UNKNOWN_API_KEY = 999
 FUZZ_FRAMES = 200
 FUZZ_SEED = 20240917
-FUZZ_BUDGET_S = 30.0
+FUZZ_BUDGET_S = 20.0
 GARBAGE = ("random bytes", "oversize frame", "header cut short", "closed mid-frame")
 # What the daemon logs as it drops a connection it cannot read frames from.
 BAD_FRAME_EVENT = "bad frame; closing connection"

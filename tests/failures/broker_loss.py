@@ -98,7 +98,7 @@ def run_broker_loss_scenario(broker: BrokerControl, root: Path) -> BrokerLossFig
         with (
             GroupAdmin(bootstrap, topic_prefix=prefix, offsets_partitions=SHARDS,
                        timeout_s=60) as groups,
-            ControllerAdmin(bootstrap, topics, responses_partitions=8, timeout_s=60) as admin,
+            ControllerAdmin(bootstrap, topics, timeout_s=60) as admin,
         ):  # fmt: skip
             groups.reset_offsets(old_group, {("t", 0): 5, ("t", 1): 6})
             figures.committed_before = _offsets(groups, old_group)

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkacoord.coordinator.clients.base import GroupChannel
+from kafkacoord.coordinator.clients.errors import RequestError
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.coordinator.transport import RequestError
 
 from .broker import BrokerControl
 from .harness import FailureCluster, groups_on_shard, report, wait_until

@@ -153,7 +153,7 @@ def run_poison_scenario(broker: BrokerControl, root: Path) -> PoisonFigures:
 
     env = {**fast_daemon_env(bootstrap, prefix, SHARDS), "KAFKACOORD_METRICS_PORT": "0"}
     daemons = [start_daemon(env, root, node) for node in DAEMONS]
-    admin = ControllerAdmin(bootstrap, topics, responses_partitions=8, timeout_s=60)
+    admin = ControllerAdmin(bootstrap, topics, timeout_s=60)
     groups = GroupAdmin(bootstrap, topic_prefix=prefix, offsets_partitions=SHARDS, timeout_s=60)
     try:
         ready = daemons[0].wait_for("daemon ready")

@@ -2,17 +2,21 @@
 
 (a) The active controller's daemon is stopped until another daemon is controller with
     a higher epoch; the new controller creates a topic; then the zombie continues. It
-    had a CreateTopic request queued (sent while it was frozen, before the takeover, so
-    only the zombie reads it) and its own timers due. Whatever it tries to write is
-    fenced by the broker (the transactional id) or ignored on replay (a stale controller
-    epoch): the metadata read from the log afterwards is what the new controller wrote.
+    had a CreateTopic request queued (sent straight to its listener while it was
+    frozen, so only the zombie reads it) and its own timers due. Whatever it tries to
+    write is fenced by the broker (the transactional id) or ignored on replay (a stale
+    controller epoch): the metadata read from the log afterwards is what the new
+    controller wrote.
 (b) The daemon leading a group's shard is stopped until the controller moves the shard
     (its node session expires); a commit goes through the new leader; then the zombie
-    continues with a commit queued to it and a member's session timer due. Its writer
-    is fenced (by the broker, or by the new leader's epoch: its records then land with
-    an older leader epoch and every reader ignores them), and the committed offsets are
-    exactly what the new leader acknowledged, also once the shard is loaded from the
-    log by another daemon.
+    continues with a commit queued to it (on its listener) and a member's session
+    timer due. Its writer is fenced (by the broker, or by the new leader's epoch: its
+    records then land with an older leader epoch and every reader ignores them), and
+    the committed offsets are exactly what the new leader acknowledged, also once the
+    shard is loaded from the log by another daemon.
+
+Neither zombie may acknowledge what it was sent while frozen: its answer is an error
+or none at all, never a success for a write the log then ignores.
 """
 
 from __future__ import annotations
@@ -26,13 +30,16 @@ from pathlib import Path
 from typing import TypeVar
 
 from kafkacoord.codecs import CodecError, decode_record
-from kafkacoord.codecs.models import ControllerValue, PartitionValue, ResponseValue
+from kafkacoord.codecs.models import ControllerValue, PartitionValue
 from kafkacoord.coordinator.clients import GroupMember
+from kafkacoord.coordinator.clients.connector import CoordinatorClient, error_of
+from kafkacoord.coordinator.clients.errors import RequestError
+from kafkacoord.coordinator.clients.routes import CONTROLLER
 from kafkacoord.coordinator.controller.image import MetadataImage
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.coordinator.transport import RequestClient, RequestError
+from kafkacoord.coordinator.wire import ResponseFrame
 
 from .broker import BrokerControl
 from .harness import (
@@ -100,13 +107,13 @@ def _controller_record_offset(cluster: FailureCluster, epoch: int) -> int:
     raise AssertionError(f"no controller record of epoch {epoch}")
 
 
-def _outcome(future: Future[ResponseValue], timeout_s: float) -> str:
+def _outcome(future: Future[ResponseFrame], timeout_s: float) -> str:
     """What the zombie answered to the request queued to it (if it got to it)."""
     try:
         reply = future.result(timeout=timeout_s)
     except Exception as exc:
         return f"no reply ({type(exc).__name__})"
-    return ErrorCode(reply.error_code).name
+    return error_of(reply).name
 
 
 def _changed_by(before: MetadataImage, after: MetadataImage) -> dict[str, int]:
@@ -139,14 +146,16 @@ def run_controller_zombie(broker: BrokerControl, root: Path) -> ZombieFigures:
         old = cluster.active_controller()
         assert old is not None
         zombie = old.node_id
+        zombie_endpoint = cluster.endpoint(zombie)
+        assert old.endpoint == zombie_endpoint, (old.endpoint, zombie_endpoint)
         cluster.pause(zombie)
-        # Only the zombie will read this: a new controller starts reading requests at the
-        # log end as it takes over.
-        with RequestClient(cluster.bootstrap, cluster.topics.responses, 8) as client:
+        # Only the zombie will read this: it goes to the zombie's own listener (whose
+        # kernel accepts the connection and holds the bytes while the process is frozen),
+        # one attempt, never rerouted to the new controller.
+        with CoordinatorClient(cluster.bootstrap, topic_prefix=cluster.prefix) as client:
             _, queued = client.send(
-                cluster.topics.controller_requests, 0, "CreateTopic",
-                api.CreateTopic(name="zombie-topic", replica_assignment={0: [1, 2]}),
-                timeout_s=300,
+                CONTROLLER, api.CreateTopic(name="zombie-topic", replica_assignment={0: [1, 2]}),
+                endpoint=zombie_endpoint,
             )  # fmt: skip
 
             def taken_over() -> ControllerValue | None:
@@ -171,6 +180,7 @@ def run_controller_zombie(broker: BrokerControl, root: Path) -> ZombieFigures:
             )  # fmt: skip
             replied = _outcome(queued, 15)
             assert cluster.alive(zombie), "the zombie daemon died instead of stepping down"
+        assert replied != ErrorCode.NONE.name, "the zombie controller acknowledged a CreateTopic"
 
         # The lease may move once more as the zombie's daemon rejoins the election (it
         # then writes under a newer epoch of its own); wait until a controller serves.
@@ -241,13 +251,16 @@ def run_shard_zombie(broker: BrokerControl, root: Path) -> ZombieFigures:
             shard_name = f"offsets-{shard}"
             fenced_before = len(cluster.fenced_writers(zombie, shard_name))
 
+            zombie_endpoint = cluster.endpoint(zombie)
+            assert cluster.node_endpoint(zombie) == zombie_endpoint
             cluster.pause(zombie)
             paused_at = time.monotonic()
-            with RequestClient(cluster.bootstrap, cluster.topics.responses, 8) as client:
-                # Only the zombie reads this: a new leader starts reading at the log end.
+            with CoordinatorClient(cluster.bootstrap, topic_prefix=cluster.prefix) as client:
+                # Only the zombie reads this: it goes to the zombie's own listener, one
+                # attempt, never rerouted to the new leader.
                 _, queued = client.send(
-                    cluster.topics.group_requests, shard, "OffsetCommit",
-                    _commit_body(commit_group, {tp: 999 for tp in tps}), timeout_s=300,
+                    shard, _commit_body(commit_group, {tp: 999 for tp in tps}),
+                    endpoint=zombie_endpoint,
                 )  # fmt: skip
                 leader = wait_until(
                     lambda: (n := cluster.shard_leader(shard)) not in (None, zombie) and n,
@@ -270,6 +283,7 @@ def run_shard_zombie(broker: BrokerControl, root: Path) -> ZombieFigures:
                     ) from None
                 replied = _outcome(queued, 15)
             assert cluster.alive(zombie), "the zombie daemon died instead of stepping down"
+            assert replied != ErrorCode.NONE.name, "the zombie shard leader acknowledged a commit"
             assert committed() == acknowledged
             # The member is still in the group: the zombie's expiry of it never counted.
             [described] = admin.describe_groups([member_group])

@@ -96,8 +96,9 @@ class ServerConnection(asyncio.Protocol):
             transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        closed_here = self._closed  # a bad frame was counted already when we closed
         self._closed = True
-        if self._reader.pending:
+        if self._reader.pending and not closed_here:
             self.listener.stats.bad("closed mid-frame")
             log.info("connection closed mid-frame", peer=self.peer,
                      pending_bytes=self._reader.pending)  # fmt: skip
