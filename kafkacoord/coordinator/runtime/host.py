@@ -32,6 +32,7 @@ from kafkacoord.storage.recovery import ShardLoad
 
 from ..protocol import ErrorCode, ProtocolError
 from .observer import HostObserver, NullObserver
+from .processor import ATTACH, ShardProcessor
 from .shard import ChannelReplies, Record, Reply, ReplySink, Request, Result, Shard
 from .writer import RawRecord, ShardWriter, WriterFencedError
 
@@ -106,6 +107,7 @@ class ShardHost:
         dedupe_entries: int = 10_000,
         on_stopped: Callable[[ShardHost, Exception | None], None] | None = None,
         observer: HostObserver | None = None,
+        processor: ShardProcessor | None = None,
     ) -> None:
         self.name = name
         self.parts = parts
@@ -127,7 +129,14 @@ class ShardHost:
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._active = threading.Event()
         self._writer: ShardWriter | None = None
-        self._thread = threading.Thread(target=self._run, name=f"shard-{name}", daemon=True)
+        self._processor = processor
+        # With a processor: handed over once loaded, unless a stop came first.
+        self._lifecycle = threading.Lock()
+        self._attached = False
+        self._stop_requested = False
+        self._stopped = threading.Event()
+        target = self._run if processor is None else self._load_then_attach
+        self._thread = threading.Thread(target=target, name=f"shard-{name}", daemon=True)
 
     # -- owner API ---------------------------------------------------------------
 
@@ -143,19 +152,34 @@ class ShardHost:
         elif self.state is HostState.STOPPED:
             self.parts.replies.send([Reply(request.ref, request.api, self.unavailable)])
         else:
-            self._queue.put(request)
+            self._enqueue(request)
 
     def call_soon(self, fn: Callable[[Shard, int], Result]) -> None:
         """Run ``fn`` on the shard's thread as if it were a handler (tests, admin hooks)."""
-        self._queue.put(fn)
+        self._enqueue(fn)
+
+    def _enqueue(self, event: object) -> None:
+        if self._processor is None:
+            self._queue.put(event)
+        else:
+            self._processor.put(self, event)
 
     def wait_active(self, timeout_s: float) -> bool:
         return self._active.wait(timeout_s)
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        self._queue.put(_STOP)
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout_s)
+        if self._processor is None:
+            self._queue.put(_STOP)
+            if self._thread.is_alive() and threading.current_thread() is not self._thread:
+                self._thread.join(timeout_s)
+            return
+        with self._lifecycle:
+            self._stop_requested = True
+            attached = self._attached
+        if attached:
+            self._processor.put(self, _STOP)
+        if not self._processor.on_its_thread() and threading.current_thread() is not self._thread:
+            self._stopped.wait(timeout_s)
 
     # -- the shard's thread --------------------------------------------------------
 
@@ -177,7 +201,39 @@ class ShardHost:
             failure = exc
             log.exception("shard host failed", shard=self.name)
         finally:
+            self._finish(failure)
+
+    def _load_then_attach(self) -> None:
+        try:
+            self._writer = self.parts.make_writer()
+            self._load()
+        except Exception as exc:
+            self._finish(self._failure_of(exc))
+            return
+        assert self._processor is not None
+        with self._lifecycle:
+            if not self._stop_requested:
+                self._attached = True
+                self._processor.put(self, ATTACH)
+                return
+        self._finish(None)
+
+    def _failure_of(self, exc: Exception) -> Exception:
+        """Log why the host stops, as :meth:`_run` does."""
+        if isinstance(exc, WriterFencedError):
+            log.error("shard writer fenced; stepping down", shard=self.name, error=str(exc))
+        elif isinstance(exc, PoisonRecordError):
+            log.error("shard load stopped at a poison record", shard=self.name, error=str(exc))
+        else:
+            log.error("shard host failed", shard=self.name, error=f"{type(exc).__name__}: {exc}",
+                      exc_info=exc)  # fmt: skip
+        return exc
+
+    def _finish(self, failure: Exception | None) -> None:
+        try:
             self._shutdown()
+        finally:
+            self._stopped.set()
             if self._on_stopped is not None:
                 self._on_stopped(self, failure)
 
@@ -217,13 +273,17 @@ class ShardHost:
             self.shard.replay(record)
         return result
 
+    def wait_s(self) -> float:
+        """How long this host may wait for events before a timer is due (at most 0.5 s)."""
+        shard = self.shard
+        deadline = None if shard is None else shard.next_deadline_ms()
+        wait_s = 0.5 if deadline is None else max(0.0, (deadline - self._clock_ms()) / 1000)
+        return min(wait_s, 0.5)
+
     def _turn(self) -> bool:
         """One loop turn; False once stopped."""
-        assert self.shard is not None
-        deadline = self.shard.next_deadline_ms()
-        wait_s = 0.5 if deadline is None else max(0.0, (deadline - self._clock_ms()) / 1000)
         try:
-            first = self._queue.get(timeout=min(wait_s, 0.5))
+            first = self._queue.get(timeout=self.wait_s())
         except queue.Empty:
             first = None
         events = [] if first is None else [first]
@@ -232,11 +292,21 @@ class ShardHost:
                 events.append(self._queue.get_nowait())
             except queue.Empty:
                 break
+        return self.step(events)
+
+    def step(self, events: list[object]) -> bool:
+        """Handle ``events``, fire due timers and move the append pipeline; False once stopped.
+
+        Only the thread that drives this host calls it.
+        """
+        assert self.shard is not None
         now = self._clock_ms()
         stopping = False
-        for event in events:
+        for index, event in enumerate(events):
             if event is _STOP:
                 stopping = True
+                for later in events[index + 1 :]:
+                    self._queue.put(later)  # answered as unavailable by the shutdown
                 break
             if event is not _WAKE:
                 self._open.extend(self._handle(event, now))
@@ -299,7 +369,7 @@ class ShardHost:
         """From the writer's thread (or inline): mark done and wake the shard's thread."""
         pending.offsets, pending.error = offsets, error
         pending.done = True
-        self._queue.put(_WAKE)
+        self._enqueue(_WAKE)
         self._wake.set()
 
     def _release(self) -> None:

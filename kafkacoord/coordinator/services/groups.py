@@ -31,6 +31,7 @@ from ..protocol import ErrorCode
 from ..runtime.epoch_writer import LeaderEpochWriter, SharedProducer
 from ..runtime.host import HostParts, HostState, ShardHost
 from ..runtime.observer import HostObserver
+from ..runtime.processor import ShardProcessor
 from ..runtime.shard import Request
 from ..settings import Settings
 from .dispatch import reject
@@ -61,6 +62,8 @@ class GroupService:
         )  # fmt: skip
         self.topic = settings.topics.offsets
         self.hosts: dict[int, ShardHost] = {}
+        # Every group shard of this daemon takes its turns on one thread.
+        self._processor = ShardProcessor("group-shards")
         self.followed: set[int] = set()
         # This daemon's node agent, set by the daemon: reports followed shards as caught up.
         self.agent: NodeAgent | None = None
@@ -146,7 +149,7 @@ class GroupService:
         )  # fmt: skip
         return ShardHost(
             f"offsets-{partition}", parts, unavailable=ErrorCode.NOT_COORDINATOR,
-            observer=self._observer,
+            observer=self._observer, processor=self._processor,
         )  # fmt: skip
 
     def _writer(self, partition: int, leader_epoch: int) -> LeaderEpochWriter:
@@ -188,5 +191,6 @@ class GroupService:
             hosts, self.hosts = list(self.hosts.values()), {}
         for host in hosts:
             host.stop()
+        self._processor.close()
         self._appends.close()
         self._warmer.join(timeout=5)
