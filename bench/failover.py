@@ -24,14 +24,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from kafkacoord.coordinator.transport import ReplySender
+from confluent_kafka.admin import NewTopic
 
 from kafkacoord.codecs import encode_record
 from kafkacoord.codecs.models import PartitionKey
 from kafkacoord.coordinator.admin import ControllerAdmin
+from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
+from kafkacoord.coordinator.runtime.shard import Request
 from kafkacoord.coordinator.services.controller import ControllerService
+from kafkacoord.coordinator.services.dispatch import RequestDispatcher, reject
 from kafkacoord.coordinator.settings import Settings
+from kafkacoord.coordinator.wire import Listener
 from kafkacoord.storage.appender import Appender
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.cache import StateCache
@@ -39,6 +43,7 @@ from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import ensure_topics
 
 NODES = 10
+RAW_TOPIC = "bench_raw_appends"
 TIME_LIMIT_S = 900
 
 
@@ -66,19 +71,31 @@ def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict
     )
     topics = settings.topics
     identities = ensure_topics(admin_client(bootstrap), topics.specs(), replication_factor=1)
+    kafka_admin = admin_client(bootstrap)
+    kafka_admin.create_topics([NewTopic(RAW_TOPIC, 1, 1)])[RAW_TOPIC].result(30)
     cache = StateCache(data_dir / "cache")
-    replies = ReplySender(bootstrap, topics.responses, client_id="bench-replies")
+    services: list[ControllerService] = []
+
+    def no_groups(shard: int, request: Request) -> None:
+        reject(request, ErrorCode.NOT_COORDINATOR)
+
+    def to_controller(request: Request) -> None:
+        services[0].dispatch(request)
+
+    # Requests reach the controller over its listener, as in the daemon.
+    listener = Listener(
+        "127.0.0.1", 0, RequestDispatcher(to_controller, no_groups)
+    ).start()
     service = ControllerService(
         settings,
         bootstrap,
         cache,
         identities[topics.metadata],
-        replies,
         config=settings.controller_config(),
+        endpoint=listener.endpoint,
     )
-    admin = ControllerAdmin(
-        bootstrap, topics, responses_partitions=settings.responses_partitions, timeout_s=120
-    )
+    services.append(service)
+    admin = ControllerAdmin(bootstrap, topics, timeout_s=120)
     try:
         wait(lambda: service.active, "controller activation")
         for node in range(1, NODES + 1):
@@ -124,11 +141,10 @@ def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict
             for tp in sorted(image.replicas_on(victim))
         ]
         raw = (raw * (written // max(len(raw), 1) + 1))[:written]
-        # Into the responses topic: any delete-policy partition of the same broker will do.
         with Appender(bootstrap, client_id="bench-raw") as appender:
-            appender.append(topics.responses, 0, b"warm", b"up").result(30)
+            appender.append(RAW_TOPIC, 0, b"warm", b"up").result(30)
             t0 = time.perf_counter()
-            futures = [appender.append(topics.responses, 0, k, v) for k, v in raw]
+            futures = [appender.append(RAW_TOPIC, 0, k, v) for k, v in raw]
             for future in futures:
                 future.result(60)
             raw_append_s = time.perf_counter() - t0
@@ -144,7 +160,7 @@ def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict
     finally:
         admin.close()
         service.close()
-        replies.close()
+        listener.close()
         cache.close()
 
 
