@@ -76,8 +76,9 @@ def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict
     cache = StateCache(data_dir / "cache")
     services: list[ControllerService] = []
 
-    def no_groups(shard: int, request: Request) -> None:
-        reject(request, ErrorCode.NOT_COORDINATOR)
+    def no_groups(requests: list[tuple[int, Request]]) -> None:
+        for _, request in requests:
+            reject(request, ErrorCode.NOT_COORDINATOR)
 
     def to_controller(request: Request) -> None:
         services[0].dispatch(request)

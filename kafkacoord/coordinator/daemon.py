@@ -172,12 +172,13 @@ class Daemon:
         else:
             controller.dispatch(request)
 
-    def _to_groups(self, shard: int, request: Request) -> None:
+    def _to_groups(self, requests: list[tuple[int, Request]]) -> None:
         groups = self.groups
         if groups is None:
-            reject(request, ErrorCode.NOT_COORDINATOR, "this daemon is not serving yet")
+            for _, request in requests:
+                reject(request, ErrorCode.NOT_COORDINATOR, "this daemon is not serving yet")
         else:
-            groups.dispatch(shard, request)
+            groups.dispatch(requests)
 
     def _load_shards(self) -> None:
         s = self.settings

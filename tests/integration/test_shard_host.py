@@ -110,8 +110,9 @@ class Served:
             return
         assert self.host.wait_active(30)
 
-        def no_groups(shard: int, request: Request) -> None:
-            reject(request, ErrorCode.NOT_COORDINATOR)
+        def no_groups(requests: list[tuple[int, Request]]) -> None:
+            for _, request in requests:
+                reject(request, ErrorCode.NOT_COORDINATOR)
 
         self.listener = Listener(
             "127.0.0.1", 0, RequestDispatcher(self.host.submit, no_groups)

@@ -86,8 +86,9 @@ class Echo:
             self.answer(request)
 
 
-def _no_groups(shard: int, request: Request) -> None:
-    reject(request, ErrorCode.NOT_COORDINATOR)
+def _no_groups(requests: list[tuple[int, Request]]) -> None:
+    for _, request in requests:
+        reject(request, ErrorCode.NOT_COORDINATOR)
 
 
 Serve = Callable[..., tuple[Listener, Echo]]

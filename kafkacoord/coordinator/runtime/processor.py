@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import TYPE_CHECKING, Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final, cast
 
 import structlog
 
-from .shard import Reply, Request
+from .shard import Reply, Request, send_replies
 
 if TYPE_CHECKING:
     from .host import ShardHost
@@ -26,9 +27,35 @@ ATTACH: Final = object()  # a host finished loading: drive it from now on
 _CLOSE: Final = object()
 
 
+class TurnReplies:
+    """A reply sink that holds the replies of one processor turn and sends them together.
+
+    Many shards answering the same connection in one turn then cost one hand-over to
+    the listener, not one per shard. Replies from any other thread go out at once.
+    """
+
+    def __init__(self, processor: ShardProcessor) -> None:
+        self._processor = processor
+        self._held: list[Reply] = []
+
+    def send(self, replies: Sequence[Reply]) -> None:
+        if not replies:
+            return
+        if self._processor.on_its_thread():
+            self._held.extend(replies)
+        else:
+            send_replies(replies)
+
+    def flush(self) -> None:
+        held, self._held = self._held, []
+        if held:
+            send_replies(held)
+
+
 class ShardProcessor:
     def __init__(self, name: str = "shards", *, max_batch: int = 5000) -> None:
         self.name = name
+        self.replies = TurnReplies(self)
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[tuple[ShardHost | None, object]] = queue.SimpleQueue()
         self._hosts: dict[int, ShardHost] = {}
@@ -37,6 +64,10 @@ class ShardProcessor:
 
     def put(self, host: ShardHost, event: object) -> None:
         self._queue.put((host, event))
+
+    def put_many(self, events: list[tuple[ShardHost, object]]) -> None:
+        """Many events in one hand-over: one wake-up of the processor, not one each."""
+        self._queue.put((None, events))
 
     def on_its_thread(self) -> bool:
         return threading.current_thread() is self._thread
@@ -48,20 +79,23 @@ class ShardProcessor:
                 first = self._queue.get(timeout=timeout)
             except queue.Empty:
                 first = None
-            batch = [] if first is None else [first]
-            while len(batch) < self._max_batch:
+            taken = [] if first is None else [first]
+            while len(taken) < self._max_batch:
                 try:
-                    batch.append(self._queue.get_nowait())
+                    taken.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            if any(event is _CLOSE for _, event in batch):
+            if any(event is _CLOSE for _, event in taken):
+                self.replies.flush()
                 return
-            self._turn(batch)
+            try:
+                self._turn(_flatten(taken))
+            finally:
+                self.replies.flush()
 
-    def _turn(self, batch: list[tuple[ShardHost | None, object]]) -> None:
+    def _turn(self, batch: list[tuple[ShardHost, object]]) -> None:
         turns: dict[int, tuple[ShardHost, list[object]]] = {}
         for host, event in batch:
-            assert host is not None
             key = id(host)
             if event is ATTACH:
                 self._hosts[key] = host
@@ -89,3 +123,13 @@ class ShardProcessor:
         self._queue.put((None, _CLOSE))
         if not self.on_its_thread():
             self._thread.join(timeout_s)
+
+
+def _flatten(batch: list[tuple[ShardHost | None, object]]) -> list[tuple[ShardHost, object]]:
+    events: list[tuple[ShardHost, object]] = []
+    for host, event in batch:
+        if host is not None:
+            events.append((host, event))
+        else:
+            events.extend(cast("list[tuple[ShardHost, object]]", event))
+    return events

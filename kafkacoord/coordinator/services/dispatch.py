@@ -22,7 +22,8 @@ from ..wire.frames import encode_response
 log = structlog.get_logger(__name__)
 
 ControllerTarget = Callable[[Request], None]
-GroupTarget = Callable[[int, Request], None]
+# Every group request of one read, as (shard, request): handed over in one go.
+GroupTarget = Callable[[list[tuple[int, Request]]], None]
 
 
 class ConnectionChannel:
@@ -77,7 +78,26 @@ class RequestDispatcher:
         self._admins = None if admin_principals is None else _principal_set(admin_principals)
         self.stats = DispatchStats()
 
-    def __call__(self, header: RequestHeader, body: bytes, conn: ServerConnection) -> None:
+    def __call__(self, frames: list[tuple[RequestHeader, bytes]], conn: ServerConnection) -> None:
+        groups: list[tuple[int, Request]] = []
+        try:
+            for header, body in frames:
+                if conn.closed:
+                    break  # a bad frame closed it: what follows it is not served
+                try:
+                    self._one(header, body, conn, groups)
+                except Exception as exc:  # a bug here must not cost the other frames
+                    log.exception("dispatch failed", api_key=header.api_key)
+                    self._refuse(conn, header, ErrorCode.UNKNOWN_SERVER_ERROR,
+                                 f"{type(exc).__name__}: {exc}", close=False)  # fmt: skip
+        finally:
+            if groups:
+                self._groups(groups)
+
+    def _one(
+        self, header: RequestHeader, body: bytes, conn: ServerConnection,
+        groups: list[tuple[int, Request]],
+    ) -> None:  # fmt: skip
         spec = APIS_BY_KEY.get(header.api_key)
         if spec is None:
             self._refuse(conn, header, ErrorCode.INVALID_REQUEST,
@@ -106,7 +126,7 @@ class RequestDispatcher:
         if spec.name in CONTROLLER_APIS:
             self._controller(request)
         else:
-            self._groups(header.shard, request)
+            groups.append((header.shard, request))
 
     def _refuse(
         self, conn: ServerConnection, header: RequestHeader, code: ErrorCode, message: str,

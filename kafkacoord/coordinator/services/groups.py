@@ -146,6 +146,7 @@ class GroupService:
             recover=lambda: self._recover([partition])[partition],
             make_shard=lambda: GroupShard(self.config, partition),
             make_writer=lambda: self._writer(partition, leader_epoch),
+            replies=self._processor.replies,
         )  # fmt: skip
         return ShardHost(
             f"offsets-{partition}", parts, unavailable=ErrorCode.NOT_COORDINATOR,
@@ -166,13 +167,22 @@ class GroupService:
         with self._load_lock:
             return self._recovery.recover(partitions, self._identity)
 
-    def dispatch(self, partition: int, request: Request) -> None:
-        """A request for shard ``partition`` (from the listener's thread)."""
-        host = self.hosts.get(partition)
-        if host is None:
-            reject(request, ErrorCode.NOT_COORDINATOR, f"shard {partition} is not led here")
-        else:
-            host.submit(request)
+    def dispatch(self, requests: list[tuple[int, Request]]) -> None:
+        """Requests for shards, as (shard, request), from the listener's thread.
+
+        The active shards' requests go to the processor in one hand-over.
+        """
+        ready: list[tuple[ShardHost, object]] = []
+        for partition, request in requests:
+            host = self.hosts.get(partition)
+            if host is None:
+                reject(request, ErrorCode.NOT_COORDINATOR, f"shard {partition} is not led here")
+            elif host.state is HostState.ACTIVE:
+                ready.append((host, request))
+            else:
+                host.submit(request)  # answers: loading, or stopped
+        if ready:
+            self._processor.put_many(ready)
 
     def _keep_warm(self, interval_s: float) -> None:
         while not self._closing.wait(interval_s):

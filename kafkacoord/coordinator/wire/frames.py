@@ -25,7 +25,6 @@ NO_SHARD: Final = -1
 DEFAULT_MAX_FRAME_BYTES: Final = 1024 * 1024
 # Kafka's INVALID_REQUEST: what a frame this layer cannot read is answered with.
 INVALID_REQUEST: Final = 42
-UNKNOWN_SERVER_ERROR: Final = -1
 
 
 class FrameError(Exception):
