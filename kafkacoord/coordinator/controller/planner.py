@@ -30,7 +30,7 @@ Algorithm, in phases, each working on incremental per-node counts:
   another of its replicas, an under-led one takes it, and what is left is solved with
   augmenting paths (a chain of hand-overs). Only if reordering cannot balance leaders, a
   pair of moves swaps a led replica of the over-led node with a follower replica of the
-  under-led one, which keeps both nodes' replica counts.
+  under-led one, which keeps both nodes' replica counts (:mod:`.planner_leaders`).
 
 Node choice uses lazy heaps keyed on the distance to the target (entries carry a version;
 a stale entry is skipped), so a move costs a few heap operations plus a scan of the
@@ -39,8 +39,6 @@ donor's partitions until one accepts the receiver: no rescans of all partitions.
 
 from __future__ import annotations
 
-import heapq
-from collections import deque
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from kafkacoord.coordinator.controller.planner_goals import (
@@ -51,10 +49,14 @@ from kafkacoord.coordinator.controller.planner_goals import (
     PlanSummary,
     cluster_layout,
     count_moves,
-    even_range,
     movement_lower_bound,
     replica_targets,
     summarize,
+)
+from kafkacoord.coordinator.controller.planner_leaders import (
+    HeapEntry,
+    TargetHeaps,
+    balance_leaders,
 )
 
 __all__ = [
@@ -66,53 +68,10 @@ __all__ = [
     "summarize",
 ]
 
-_Entry = tuple[int, int, int, int]  # (key, tie-break key, node, version)
-
-
-class _Heaps:
-    """Nodes ordered as donors (furthest above target first) and receivers (below first).
-
-    ``lo``/``hi`` are the targets; ``count`` is shared with the caller, who calls
-    :meth:`touch` after changing it. Keys are distances to the targets; since ``hi <= lo +
-    1``, every node with ``count < hi`` comes before every node without room, and every
-    node with ``count > lo`` before every node without surplus.
-    """
-
-    def __init__(self, count: list[int], lo: list[int], hi: list[int], nodes: Iterable[int]):
-        self.count, self.lo, self.hi = count, lo, hi
-        self.version = [0] * len(count)
-        self.donors: list[_Entry] = []
-        self.receivers: list[_Entry] = []
-        for node in nodes:
-            self._push(node)
-
-    def _push(self, n: int) -> None:
-        c, v = self.count[n], self.version[n]
-        heapq.heappush(self.donors, (self.hi[n] - c, self.lo[n] - c, n, v))
-        heapq.heappush(self.receivers, (c - self.lo[n], c - self.hi[n], n, v))
-
-    def touch(self, n: int) -> None:
-        self.version[n] += 1
-        self._push(n)
-
-    def pop(self, heap: list[_Entry]) -> _Entry | None:
-        while heap:
-            entry = heapq.heappop(heap)
-            if entry[3] == self.version[entry[2]]:
-                return entry
-        return None
-
-    def peek(self, heap: list[_Entry]) -> _Entry | None:
-        while heap and heap[0][3] != self.version[heap[0][2]]:
-            heapq.heappop(heap)
-        return heap[0] if heap else None
-
-    def restore(self, heap: list[_Entry], entries: Iterable[_Entry]) -> None:
-        for entry in entries:
-            heapq.heappush(heap, entry)
-
 
 class _Planner:
+    """Replica sets as lists of dense node indices, with per-node counts and heaps."""
+
     def __init__(self, assignment: Assignment, layout: Layout) -> None:
         self.keys: list[PartitionKey] = sorted(assignment)
         ids = sorted(set(layout.eligible).union(*(set(r) for r in assignment.values())))
@@ -141,14 +100,14 @@ class _Planner:
                     self.hosted[n].add(p)
                     self.count[n] += 1
         self.nodes = [i for i in range(size) if self.eligible[i]]
-        self.heaps = _Heaps(self.count, self.lo, self.hi, self.nodes)
+        self.heaps = TargetHeaps(self.count, self.lo, self.hi, self.nodes)
 
     # -- helpers ---------------------------------------------------------------------------
 
     def _spans(self, replicas: Iterable[int]) -> int:
         return len({self.rack[n] for n in replicas})
 
-    def _accepts(self, replicas: list[int], out: int, into: int) -> bool:
+    def accepts(self, replicas: list[int], out: int, into: int) -> bool:
         """Rack spread still holds after replacing ``out`` by ``into``."""
         if self.rack[into] == self.rack[out]:
             return True
@@ -168,7 +127,7 @@ class _Planner:
         if self.eligible[n]:
             self.heaps.touch(n)
 
-    def _move(self, p: int, out: int, into: int) -> None:
+    def move(self, p: int, out: int, into: int) -> None:
         replicas = self.parts[p]
         replicas[replicas.index(out)] = into
         self._drop(p, out)
@@ -231,7 +190,7 @@ class _Planner:
     def _receiver(self, members: list[int], closed_racks: set[int]) -> int | None:
         """The least loaded node with capacity left, not a member, not in a closed rack."""
         heaps, heap = self.heaps, self.heaps.receivers
-        popped: list[_Entry] = []
+        popped: list[HeapEntry] = []
         found = None
         while (entry := heaps.pop(heap)) is not None:
             popped.append(entry)
@@ -248,25 +207,13 @@ class _Planner:
     def balance(self) -> None:
         moved = True
         while moved:
-            moved = self._shed_all()
-            moved = self._fill_all() or moved
-
-    def _shed_all(self) -> bool:
-        heaps, heap = self.heaps, self.heaps.donors
-        stuck: list[_Entry] = []
-        moved = False
-        while (entry := heaps.pop(heap)) is not None and entry[0] < 0:
-            if self._shed(entry[2]):
-                moved = True
-            else:
-                stuck.append(entry)
-        heaps.restore(heap, stuck + ([entry] if entry else []))
-        return moved
+            moved = self.heaps.settle(self.heaps.donors, self._shed)
+            moved = self.heaps.settle(self.heaps.receivers, self._fill) or moved
 
     def _shed(self, donor: int) -> bool:
         """Move one replica off ``donor`` to the least loaded node with room that fits."""
         heaps, heap = self.heaps, self.heaps.receivers
-        popped: list[_Entry] = []
+        popped: list[HeapEntry] = []
         dead_racks: set[int] = set()
         done = False
         while not done and (entry := heaps.pop(heap)) is not None:
@@ -281,8 +228,8 @@ class _Planner:
                 replicas = self.parts[p]
                 if into in replicas:
                     blocked_by_member = True
-                elif self._accepts(replicas, donor, into):
-                    self._move(p, donor, into)
+                elif self.accepts(replicas, donor, into):
+                    self.move(p, donor, into)
                     done = True
                     break
             if not done and not blocked_by_member:
@@ -290,22 +237,10 @@ class _Planner:
         heaps.restore(heap, popped)
         return done
 
-    def _fill_all(self) -> bool:
-        heaps, heap = self.heaps, self.heaps.receivers
-        stuck: list[_Entry] = []
-        moved = False
-        while (entry := heaps.pop(heap)) is not None and entry[0] < 0:
-            if self._fill(entry[2]):
-                moved = True
-            else:
-                stuck.append(entry)
-        heaps.restore(heap, stuck + ([entry] if entry else []))
-        return moved
-
     def _fill(self, into: int) -> bool:
         """Move one replica onto ``into`` from the most loaded node above its floor."""
         heaps, heap = self.heaps, self.heaps.donors
-        popped: list[_Entry] = []
+        popped: list[HeapEntry] = []
         done = False
         while not done and (entry := heaps.pop(heap)) is not None:
             popped.append(entry)
@@ -316,192 +251,12 @@ class _Planner:
                 continue
             for p in self.hosted[donor]:
                 replicas = self.parts[p]
-                if into not in replicas and self._accepts(replicas, donor, into):
-                    self._move(p, donor, into)
+                if into not in replicas and self.accepts(replicas, donor, into):
+                    self.move(p, donor, into)
                     done = True
                     break
         heaps.restore(heap, popped)
         return done
-
-    # -- phase 3: leaders ------------------------------------------------------------------
-
-    def leaders(self) -> None:
-        led = sum(1 for replicas in self.parts if replicas)
-        caps = [self.count[n] for n in self.nodes]
-        size = len(self.ids)
-        lo, hi = [0] * size, [0] * size
-        for n, (low, high) in zip(self.nodes, even_range(led, caps), strict=True):
-            lo[n], hi[n] = low, high
-        self.lead_count = [0] * size
-        self.led: list[set[int]] = [set() for _ in range(size)]
-        for p, replicas in enumerate(self.parts):
-            if replicas:
-                self.led[replicas[0]].add(p)
-                self.lead_count[replicas[0]] += 1
-        self.lead = _Heaps(self.lead_count, lo, hi, self.nodes)
-        moved = True
-        while moved:
-            moved = self._hand_over_all()
-            moved = self._take_over_all() or moved
-        while self._augment():
-            pass
-        while self._swap_leaders():
-            pass
-
-    def _make_leader(self, p: int, n: int) -> None:
-        replicas = self.parts[p]
-        old = replicas[0]
-        i = replicas.index(n)
-        replicas[0], replicas[i] = n, old  # a swap keeps the other followers' order
-        self.led[old].discard(p)
-        self.led[n].add(p)
-        self.lead_count[old] -= 1
-        self.lead_count[n] += 1
-        self.lead.touch(old)
-        self.lead.touch(n)
-
-    def _hand_over_all(self) -> bool:
-        lead, heap = self.lead, self.lead.donors
-        stuck: list[_Entry] = []
-        moved = False
-        while (entry := lead.pop(heap)) is not None and entry[0] < 0:
-            if self._hand_over(entry[2]):
-                moved = True
-            else:
-                stuck.append(entry)
-        lead.restore(heap, stuck + ([entry] if entry else []))
-        return moved
-
-    def _hand_over(self, u: int) -> bool:
-        """Give one partition ``u`` leads to its least-led replica with room."""
-        lc, lo, hi = self.lead_count, self.lead.lo, self.lead.hi
-        best: tuple[int, int, int] | None = None
-        for p in self.led[u]:
-            for n in self.parts[p][1:]:
-                if lc[n] < hi[n]:
-                    candidate = (lc[n] - lo[n], n, p)
-                    if best is None or candidate < best:
-                        best = candidate
-            if best is not None and best[0] < 0:
-                break  # a replica below its floor: as good as it gets
-        if best is None:
-            return False
-        self._make_leader(best[2], best[1])
-        return True
-
-    def _take_over_all(self) -> bool:
-        lead, heap = self.lead, self.lead.receivers
-        stuck: list[_Entry] = []
-        moved = False
-        while (entry := lead.pop(heap)) is not None and entry[0] < 0:
-            if self._take_over(entry[2]):
-                moved = True
-            else:
-                stuck.append(entry)
-        lead.restore(heap, stuck + ([entry] if entry else []))
-        return moved
-
-    def _take_over(self, v: int) -> bool:
-        """Take leadership of one partition from its most-led leader above the floor."""
-        lc, lo = self.lead_count, self.lead.lo
-        best: tuple[int, int, int] | None = None
-        for p in self.hosted[v]:
-            u = self.parts[p][0]
-            if u != v and lc[u] > lo[u]:
-                candidate = (lo[u] - lc[u], u, p)
-                if best is None or candidate < best:
-                    best = candidate
-        if best is None:
-            return False
-        self._make_leader(best[2], v)
-        return True
-
-    def _augment(self) -> bool:
-        """One chain of hand-overs from an over-led node to one with room, if any exists."""
-        lc, lo, hi = self.lead_count, self.lead.lo, self.lead.hi
-        for start in self.nodes:
-            if lc[start] <= hi[start]:
-                continue
-            # BFS over "u leads p and n is a replica of p": n can take p from u.
-            came: dict[int, tuple[int, int]] = {start: (-1, -1)}
-            queue = deque([start])
-            end = -1
-            while queue and end < 0:
-                u = queue.popleft()
-                for p in sorted(self.led[u]):
-                    for n in self.parts[p][1:]:
-                        if n not in came:
-                            came[n] = (u, p)
-                            if lc[n] < hi[n]:
-                                end = n
-                                break
-                            queue.append(n)
-                    if end >= 0:
-                        break
-            if end >= 0:
-                while end != start:
-                    u, p = came[end]
-                    self._make_leader(p, end)
-                    end = u
-                return True
-        return any(lc[n] < lo[n] and self._augment_into(n) for n in self.nodes)
-
-    def _augment_into(self, start: int) -> bool:
-        """A chain of hand-overs ending at the under-led ``start`` from a node above floor."""
-        lc, lo = self.lead_count, self.lead.lo
-        came: dict[int, tuple[int, int]] = {start: (-1, -1)}
-        queue = deque([start])
-        while queue:
-            v = queue.popleft()
-            for p in sorted(self.hosted[v] - self.led[v]):
-                u = self.parts[p][0]
-                if u in came:
-                    continue
-                came[u] = (v, p)
-                if lc[u] > lo[u]:
-                    while u != start:
-                        v2, p2 = came[u]
-                        self._make_leader(p2, v2)
-                        u = v2
-                    return True
-                queue.append(u)
-        return False
-
-    def _swap_leaders(self) -> bool:
-        """Last resort: two moves that trade a led replica for a follower replica."""
-        lc, lo, hi = self.lead_count, self.lead.lo, self.lead.hi
-        over = [n for n in self.nodes if lc[n] > hi[n]]
-        under = [n for n in self.nodes if lc[n] < lo[n]]
-        if not over:
-            under_room = under
-            over = [n for n in self.nodes if lc[n] > lo[n]] if under else []
-        else:
-            under_room = [n for n in self.nodes if lc[n] < hi[n]]
-        for u in over:
-            for v in under_room:
-                if self._trade(u, v):
-                    return True
-        return False
-
-    def _trade(self, u: int, v: int) -> bool:
-        for p in sorted(self.led[u]):
-            lead_replicas = self.parts[p]
-            if v in lead_replicas or not self._accepts(lead_replicas, u, v):
-                continue
-            for q in sorted(self.hosted[v] - self.led[v]):
-                follow = self.parts[q]
-                if u in follow or not self._accepts(follow, v, u):
-                    continue
-                self._move(p, u, v)
-                self._move(q, v, u)
-                self.led[u].discard(p)
-                self.led[v].add(p)
-                self.lead_count[u] -= 1
-                self.lead_count[v] += 1
-                self.lead.touch(u)
-                self.lead.touch(v)
-                return True
-        return False
 
     # -- result ----------------------------------------------------------------------------
 
@@ -533,5 +288,5 @@ def plan_rebalance(
     planner = _Planner(assignment, cluster_layout(racks, remove, max_replicas))
     planner.repair()
     planner.balance()
-    planner.leaders()
+    balance_leaders(planner)
     return planner.result()
