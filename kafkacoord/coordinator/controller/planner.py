@@ -28,9 +28,10 @@ Algorithm, in phases, each working on incremental per-node counts:
   when nothing blocks the moves their number is ``max(excess, deficit)``: the lower bound.
 - Leaders (goal 4). Reordering first: an over-led node hands leadership of a partition to
   another of its replicas, an under-led one takes it, and what is left is solved with
-  augmenting paths (a chain of hand-overs). Only if reordering cannot balance leaders, a
-  pair of moves swaps a led replica of the over-led node with a follower replica of the
-  under-led one, which keeps both nodes' replica counts (:mod:`.planner_leaders`).
+  augmenting paths (a chain of hand-overs). Only if reordering cannot balance leaders,
+  data moves: a led replica moves to the under-led node if both replica counts stay in
+  range, else it is traded for a follower replica of the under-led node
+  (:mod:`.planner_leaders`).
 
 Node choice uses lazy heaps keyed on the distance to the target (entries carry a version;
 a stale entry is skipped), so a move costs a few heap operations plus a scan of the
@@ -205,10 +206,62 @@ class _Planner:
     # -- phase 2: balance ------------------------------------------------------------------
 
     def balance(self) -> None:
+        heaps = self.heaps
         moved = True
         while moved:
-            moved = self.heaps.settle(self.heaps.donors, self._shed)
-            moved = self.heaps.settle(self.heaps.receivers, self._fill) or moved
+            moved = heaps.settle(heaps.donors, self._shed) or heaps.settle(
+                heaps.receivers, self._fill
+            )
+            moved = moved or self._relay_any()
+
+    def _relay_any(self) -> bool:
+        """When no direct move helps: one relay from a node outside its range, if any."""
+        count, lo, hi = self.count, self.lo, self.hi
+        by_room = sorted(self.nodes, key=lambda n: (count[n] - lo[n], count[n] - hi[n], n))
+        by_load = by_room[::-1]
+        for donor in (n for n in by_load if count[n] > hi[n]):
+            if any(self._relay(donor, n) for n in by_room if count[n] < hi[n]):
+                return True
+        for into in (n for n in by_room if count[n] < lo[n]):
+            if any(self._relay(n, into) for n in by_load if count[n] > lo[n]):
+                return True
+        return False
+
+    def _relay(self, donor: int, into: int) -> bool:
+        """Two moves through a node ``via`` whose count stays: donor -> via -> into.
+
+        Needed when rack spread blocks every direct move, e.g. RF 3 on two racks: a
+        partition has two replicas in one rack, and only a partition with two replicas in
+        the donor's rack can give one to the other rack, but its other replica there may be
+        the very node with room.
+        """
+        parts = self.parts
+        for via in self.nodes:
+            if via in (donor, into):
+                continue
+            q = next(
+                (
+                    q
+                    for q in self.hosted[via]
+                    if into not in parts[q] and self.accepts(parts[q], via, into)
+                ),
+                None,
+            )
+            if q is None:
+                continue
+            p = next(
+                (
+                    p
+                    for p in self.hosted[donor]
+                    if p != q and via not in parts[p] and self.accepts(parts[p], donor, via)
+                ),
+                None,
+            )
+            if p is not None:
+                self.move(q, via, into)
+                self.move(p, donor, via)
+                return True
+        return False
 
     def _shed(self, donor: int) -> bool:
         """Move one replica off ``donor`` to the least loaded node with room that fits."""

@@ -22,10 +22,11 @@ can make that impossible: with ``RF >= #racks`` every rack holds a replica of ev
 partition, so a rack of one node holds one replica per partition however many nodes the
 other racks have. Rack spread bounds each rack's total to ``[A_r, B_r]`` (summed over
 partitions: ``RF >= #racks`` gives ``1 <= n_r <= min(size_r, RF - #racks + 1)``, else
-``0 <= n_r <= 1``); a rack whose even share falls outside is pinned to the nearer bound,
-its nodes share that total evenly, and the other racks are levelled again. The bounds are
-necessary, not sufficient, when replication factors are mixed; the planner then gets as
-close as its moves allow.
+``0 <= n_r <= 1``). So the level is found on rack totals clamped to those bounds: ``L`` is
+the largest level whose clamped totals fit; a clamped rack's nodes share its bound within
+one, the others hold ``min(cap, L)`` or ``min(cap, L + 1)``. With one replication factor
+the bounds are exact; with mixed factors they are necessary but not always sufficient,
+and the planner then gets as close as its moves allow.
 """
 
 from __future__ import annotations
@@ -140,38 +141,42 @@ def replica_targets(
                 upper[r] += count * min(len(members[r]), rf - racks + 1)
             else:
                 upper[r] += count
-    pinned: dict[int, int] = {}
-    while True:
-        free_nodes = [n for r in range(racks) if r not in pinned for n in members[r]]
-        free_total = total - sum(pinned.values())
-        if not free_nodes:
-            if free_total:
-                raise PlanError("rack spread leaves no room for all replicas")
-            targets: dict[int, tuple[int, int]] = {}
-            break
-        caps = [layout.capacity[n] for n in free_nodes]
-        targets = dict(zip(free_nodes, even_range(free_total, caps), strict=True))
-        worst: tuple[int, int, int] | None = None  # (violation, -rack, rack total)
-        for r in range(racks):
-            if r in pinned:
-                continue
-            lo_sum = sum(targets[n][0] for n in members[r])
-            hi_sum = sum(targets[n][1] for n in members[r])
-            if hi_sum < lower[r]:
-                candidate = (lower[r] - hi_sum, -r, lower[r])
-            elif lo_sum > upper[r]:
-                candidate = (lo_sum - upper[r], -r, upper[r])
-            else:
-                continue
-            if worst is None or candidate > worst:
-                worst = candidate
-        if worst is None:
-            break
-        # Pin one rack at a time: pinning changes the level the other racks get.
-        pinned[-worst[1]] = worst[2]
-    for r, rack_total in sorted(pinned.items()):
-        caps = [layout.capacity[n] for n in members[r]]
-        targets.update(zip(members[r], even_range(rack_total, caps), strict=True))
+    capacity = sum(layout.capacity[n] for n in nodes)
+    if total > capacity:
+        raise PlanError(f"{total} replicas do not fit: the nodes' capacity is {capacity}")
+    rack_caps = [[layout.capacity[n] for n in rack] for rack in members]
+    for r, caps in enumerate(rack_caps):
+        if lower[r] > sum(caps):
+            raise PlanError(f"rack spread needs {lower[r]} replicas on a rack of {sum(caps)}")
+        upper[r] = min(upper[r], sum(caps))
+
+    def rack_totals(level: int) -> list[int]:
+        """Each rack's total with its nodes at ``level``, clamped to its bounds."""
+        return [
+            min(max(sum(min(cap, level) for cap in caps), lower[r]), upper[r])
+            for r, caps in enumerate(rack_caps)
+        ]
+
+    if sum(rack_totals(total)) < total:
+        raise PlanError(f"{total} replicas do not fit: capacity and rack spread leave less room")
+    low, high = 0, total
+    while low < high:  # the largest level L whose clamped rack totals fit in total
+        mid = (low + high + 1) // 2
+        if sum(rack_totals(mid)) <= total:
+            low = mid
+        else:
+            high = mid - 1
+    level = low
+    at_level, above = rack_totals(level), rack_totals(level + 1)
+    spare = total - sum(at_level)
+    targets: dict[int, tuple[int, int]] = {}
+    for r, caps in enumerate(rack_caps):
+        if spare and above[r] > at_level[r]:
+            # A rack that grows with the level takes part of the spare: L or L + 1.
+            ranges = [(min(cap, level), min(cap, level + 1)) for cap in caps]
+        else:
+            ranges = even_range(at_level[r], caps)
+        targets.update(zip(members[r], ranges, strict=True))
     return targets
 
 

@@ -7,8 +7,10 @@ Leaders are balanced by reordering replicas first, which moves no data:
 2. what those direct steps leave is solved with augmenting paths: a chain ``u -> v -> w``
    where ``v`` takes a partition from ``u`` and ``w`` one from ``v``, found by BFS;
 3. only if no chain exists (a node's partitions offer no other replica with room, e.g.
-   RF 1), a pair of moves trades a replica the over-led node leads for a follower
-   replica of the under-led node: leaders shift by one, replica counts stay the same.
+   RF 1), data moves: the over-led node's led replica moves to the under-led node when
+   both replica counts stay in range, else a pair of moves trades it for a follower
+   replica of the under-led node, so that replica counts stay the same. If rack spread
+   blocks both, the target may be any node from which a reordering chain leads on.
 """
 
 from __future__ import annotations
@@ -90,6 +92,9 @@ class ReplicaState(Protocol):
     hosted: list[set[int]]
     nodes: list[int]
     count: list[int]
+    lo: list[int]
+    hi: list[int]
+    """Replica targets per node (goal 3), which the leader phase must keep."""
 
     def accepts(self, replicas: list[int], out: int, into: int) -> bool: ...
 
@@ -233,28 +238,51 @@ class _Leaders:
             node = prev
 
     def _trade_any(self) -> bool:
-        """Last resort, moving data: trade replicas between an over- and an under-led node."""
+        """Last resort, moving data: shift one leadership, keeping replica counts in range."""
         count, lo, hi = self.count, self.lo, self.hi
         givers = [n for n in self.nodes if count[n] > hi[n]]
         if givers:
-            takers = [n for n in self.nodes if count[n] < hi[n]]
+            # Nodes with leader room first (done in one step), then any node from which
+            # a reordering chain leads on.
+            takers = sorted(self.nodes, key=lambda n: (count[n] >= hi[n], count[n] - lo[n], n))
         else:
             takers = [n for n in self.nodes if count[n] < lo[n]]
             givers = [n for n in self.nodes if count[n] > lo[n]] if takers else []
-        return any(self._trade(u, v) for u in givers for v in takers)
+        return any(self._relieve(u, v) for u in givers for v in takers if u != v)
 
-    def _trade(self, u: int, v: int) -> bool:
+    def _relieve(self, u: int, v: int) -> bool:
+        """Move a replica ``u`` leads to ``v`` (alone, or traded for one ``v`` follows)."""
         state = self.state
+        single = state.count[u] > state.lo[u] and state.count[v] < state.hi[v]
         for p in sorted(self.led[u]):
             led = self.parts[p]
             if v in led or not state.accepts(led, u, v):
                 continue
+            if single:
+                # Both replica counts stay in range: one move of the led replica.
+                if self._try([(p, u, v)]):
+                    return True
+                continue
             for q in sorted(state.hosted[v] - self.led[v]):
                 follows = self.parts[q]
-                if u in follows or not state.accepts(follows, v, u):
-                    continue
-                state.move(p, u, v)  # v takes u's place, as leader of p
-                state.move(q, v, u)  # u takes v's place, as a follower of q
-                self._shift(p, u, v)
-                return True
+                if u not in follows and state.accepts(follows, v, u):
+                    # v takes u's place as leader of p; u takes v's place in q.
+                    if self._try([(p, u, v), (q, v, u)]):
+                        return True
+                    break
+        return False
+
+    def _try(self, moves: list[tuple[int, int, int]]) -> bool:
+        """Apply moves (the first carries a leadership to its target); keep them if that
+        target is within its leader range or a reordering chain takes the surplus on."""
+        state = self.state
+        for p, out, into in moves:
+            state.move(p, out, into)
+        p, u, v = moves[0]
+        self._shift(p, u, v)
+        if self.count[v] <= self.hi[v] or self._augment_from(v):
+            return True
+        self._shift(p, v, u)
+        for p, out, into in reversed(moves):
+            state.move(p, into, out)  # the same slot again: an exact undo
         return False
