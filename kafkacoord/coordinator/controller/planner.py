@@ -267,28 +267,41 @@ class _Planner:
         """Move one replica off ``donor`` to the least loaded node with room that fits."""
         heaps, heap = self.heaps, self.heaps.receivers
         popped: list[HeapEntry] = []
-        dead_racks: set[int] = set()
+        # Rack -> donor's partitions that rack spread lets a node of that rack join: a
+        # full scan is done at most once per rack, then only membership is checked.
+        scanned: dict[int, list[int]] = {}
         done = False
         while not done and (entry := heaps.pop(heap)) is not None:
             popped.append(entry)
             into = entry[2]
             if self.count[into] >= self.hi[into]:
                 break  # receivers with room come first: none is left
-            if into == donor or self.rack[into] in dead_racks:
+            if into == donor:
                 continue
-            blocked_by_member = False
-            for p in self.hosted[donor]:
-                replicas = self.parts[p]
-                if into in replicas:
-                    blocked_by_member = True
-                elif self.accepts(replicas, donor, into):
-                    self.move(p, donor, into)
-                    done = True
-                    break
-            if not done and not blocked_by_member:
-                dead_racks.add(self.rack[into])  # no partition of donor takes this rack
+            rack = self.rack[into]
+            if rack in scanned:
+                p = next((p for p in scanned[rack] if into not in self.parts[p]), -1)
+            else:
+                p, accepting = self._scan(donor, into)
+                if p < 0:
+                    scanned[rack] = accepting
+            if p >= 0:
+                self.move(p, donor, into)
+                done = True
         heaps.restore(heap, popped)
         return done
+
+    def _scan(self, donor: int, into: int) -> tuple[int, list[int]]:
+        """A partition of ``donor`` that ``into`` can join, else (-1, the partitions whose
+        rack spread accepts ``into``'s rack but that already hold ``into``)."""
+        accepting: list[int] = []
+        for p in self.hosted[donor]:
+            replicas = self.parts[p]
+            if self.accepts(replicas, donor, into):
+                if into not in replicas:
+                    return p, accepting
+                accepting.append(p)
+        return -1, accepting
 
     def _fill(self, into: int) -> bool:
         """Move one replica onto ``into`` from the most loaded node above its floor."""
