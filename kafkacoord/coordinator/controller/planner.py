@@ -101,6 +101,10 @@ class _Planner:
                     self.hosted[n].add(p)
                     self.count[n] += 1
         self.nodes = [i for i in range(size) if self.eligible[i]]
+        # Per node, partitions whose replica on it may move to another rack; kept from the
+        # balance phase on, it lets shedding skip other racks' receivers at once when 0
+        # (e.g. RF == #racks: every partition already spans every rack).
+        self.opens: list[int] | None = None
         self.heaps = TargetHeaps(self.count, self.lo, self.hi, self.nodes)
 
     # -- helpers ---------------------------------------------------------------------------
@@ -130,9 +134,24 @@ class _Planner:
 
     def move(self, p: int, out: int, into: int) -> None:
         replicas = self.parts[p]
+        opens = self.opens
+        if opens is not None:
+            for n in replicas:
+                opens[n] -= self._opens_to_other_racks(replicas, n)
         replicas[replicas.index(out)] = into
+        if opens is not None:
+            for n in replicas:
+                opens[n] += self._opens_to_other_racks(replicas, n)
         self._drop(p, out)
         self._add(p, into)
+
+    def _opens_to_other_racks(self, replicas: list[int], n: int) -> int:
+        """1 if ``n``'s replica could move to some other rack without breaking spread."""
+        racks = [self.rack[m] for m in replicas]
+        spanned = len(set(racks))
+        crowded = racks.count(self.rack[n]) > 1
+        spare = spanned > self.layout.spread(len(replicas))
+        return int(crowded or spare or spanned < self.layout.rack_count)
 
     # -- phase 1: repair -------------------------------------------------------------------
 
@@ -206,6 +225,10 @@ class _Planner:
     # -- phase 2: balance ------------------------------------------------------------------
 
     def balance(self) -> None:
+        self.opens = [0] * len(self.ids)
+        for replicas in self.parts:
+            for n in replicas:
+                self.opens[n] += self._opens_to_other_racks(replicas, n)
         heaps = self.heaps
         moved = True
         while moved:
@@ -279,6 +302,8 @@ class _Planner:
             if into == donor:
                 continue
             rack = self.rack[into]
+            if rack != self.rack[donor] and not self.opens_for(donor):
+                continue
             if rack in scanned:
                 p = next((p for p in scanned[rack] if into not in self.parts[p]), -1)
             else:
@@ -290,6 +315,9 @@ class _Planner:
                 done = True
         heaps.restore(heap, popped)
         return done
+
+    def opens_for(self, donor: int) -> bool:
+        return self.opens is None or self.opens[donor] > 0
 
     def _scan(self, donor: int, into: int) -> tuple[int, list[int]]:
         """A partition of ``donor`` that ``into`` can join, else (-1, the partitions whose
