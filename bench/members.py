@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkacoord.coordinator.clients import GroupMember
+from kafkacoord.coordinator.logs import configure as configure_logs
 from kafkacoord.coordinator.settings import Settings
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.clients import admin_client
@@ -63,6 +64,7 @@ class TimedMember(GroupMember):
 
 def worker(args: argparse.Namespace) -> None:
     """One client process: start members, report ready, time a window, report samples."""
+    configure_logs("warning")  # stdout carries the protocol with the parent
     members: list[TimedMember] = []
     for i in range(args.count):
         group = f"bench-{args.first_group + i // args.group_size}"

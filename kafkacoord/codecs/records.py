@@ -10,6 +10,7 @@ writer version is resolved by Avro schema resolution.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
@@ -133,7 +134,9 @@ def _read(data: bytes, start: int, writer: Any, reader: Any, part: str) -> dict[
     return datum
 
 
+@functools.lru_cache(maxsize=65_536)
 def encode_key(key: AvroModel) -> bytes:
+    """Keys repeat (a consumer commits the same partitions again and again): cached."""
     spec = _BY_KEY_CLS.get(type(key))
     if spec is None:
         raise CodecError(f"{type(key).__name__} is not a record key", part="key")

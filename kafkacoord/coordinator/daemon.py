@@ -31,6 +31,7 @@ from .clients.routes import LISTENER_ENDPOINT
 from .controller.config import COORDINATOR_ROLE
 from .ops import OpsService, StatusSource
 from .protocol import ErrorCode
+from .runtime.processor import LoopProcessor
 from .runtime.shard import Request
 from .services.controller import ControllerService
 from .services.dispatch import RequestDispatcher, reject
@@ -198,9 +199,12 @@ class Daemon:
         probe = self._probe.identity
         assert self.listener is not None
         endpoint = self.listener.advertised
+        loop, loop_thread = self.listener.loop, self.listener.thread_id
+        assert loop is not None and loop_thread is not None
         self.groups = GroupService(
             s, bootstrap, self._cache, self.state.identities[topics.offsets],
             config=s.group_config(), observer=self.ops.observer, identity_probe=probe,
+            processor=LoopProcessor(loop, loop_thread, "group-shards"),
         )  # fmt: skip
         self.controller = ControllerService(
             s, bootstrap, self._cache, self.state.identities[topics.metadata],

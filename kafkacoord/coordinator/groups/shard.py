@@ -345,9 +345,12 @@ class GroupShard:
                         ),
                     )
                 )
-                partitions.append(api.PartitionError(partition=p.partition))
-            topics.append(api.TopicErrors(name=t.name, partitions=partitions))
-        reply = Reply(ref, "OffsetCommit", body=api.OffsetCommitResponse(topics=topics))
+                # The hot path: built from validated input, so skip validating it again.
+                partitions.append(api.PartitionError.model_construct(partition=p.partition))
+            topics.append(api.TopicErrors.model_construct(name=t.name, partitions=partitions))
+        reply = Reply(
+            ref, "OffsetCommit", body=api.OffsetCommitResponse.model_construct(topics=topics)
+        )
         return Result(records, [reply])
 
     @staticmethod

@@ -32,7 +32,7 @@ from kafkacoord.storage.recovery import ShardLoad
 
 from ..protocol import ErrorCode, ProtocolError
 from .observer import HostObserver, NullObserver
-from .processor import ATTACH, ShardProcessor
+from .processor import ATTACH, Processor
 from .shard import ChannelReplies, Record, Reply, ReplySink, Request, Result, Shard
 from .writer import RawRecord, ShardWriter, WriterFencedError
 
@@ -107,7 +107,7 @@ class ShardHost:
         dedupe_entries: int = 10_000,
         on_stopped: Callable[[ShardHost, Exception | None], None] | None = None,
         observer: HostObserver | None = None,
-        processor: ShardProcessor | None = None,
+        processor: Processor | None = None,
     ) -> None:
         self.name = name
         self.parts = parts

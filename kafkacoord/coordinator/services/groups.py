@@ -31,7 +31,7 @@ from ..protocol import ErrorCode
 from ..runtime.epoch_writer import LeaderEpochWriter, SharedProducer
 from ..runtime.host import HostParts, HostState, ShardHost
 from ..runtime.observer import HostObserver
-from ..runtime.processor import ShardProcessor
+from ..runtime.processor import Processor, ShardProcessor
 from ..runtime.shard import Request
 from ..settings import Settings
 from .dispatch import reject
@@ -51,6 +51,7 @@ class GroupService:
         warm_interval_s: float = 2.0,
         observer: HostObserver | None = None,
         identity_probe: Callable[[str], str | None] | None = None,
+        processor: Processor | None = None,
     ) -> None:
         self.settings = settings
         self.config = config
@@ -62,8 +63,9 @@ class GroupService:
         )  # fmt: skip
         self.topic = settings.topics.offsets
         self.hosts: dict[int, ShardHost] = {}
-        # Every group shard of this daemon takes its turns on one thread.
-        self._processor = ShardProcessor("group-shards")
+        # Every group shard of this daemon takes its turns on one thread: the
+        # listener's, when the daemon hands its loop over, else a thread of their own.
+        self._processor: Processor = processor or ShardProcessor("group-shards")
         self.followed: set[int] = set()
         # This daemon's node agent, set by the daemon: reports followed shards as caught up.
         self.agent: NodeAgent | None = None
