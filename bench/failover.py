@@ -84,9 +84,7 @@ def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict
         services[0].dispatch(request)
 
     # Requests reach the controller over its listener, as in the daemon.
-    listener = Listener(
-        "127.0.0.1", 0, RequestDispatcher(to_controller, no_groups)
-    ).start()
+    listener = Listener("127.0.0.1", 0, RequestDispatcher(to_controller, no_groups)).start()
     service = ControllerService(
         settings,
         bootstrap,
