@@ -16,6 +16,7 @@ from kafkacoord.coordinator.clients.routes import CONTROLLER, StaticRoutes
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol.controller_api import RegisterNode, RegisterNodeResponse
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
+from kafkacoord.coordinator.runtime.processor import LoopProcessor, Processor, ShardProcessor
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result
 from kafkacoord.coordinator.runtime.writer import TransactionalWriter
 from kafkacoord.coordinator.services.dispatch import RequestDispatcher, reject
@@ -30,6 +31,12 @@ from kafkacoord.storage.topics import InternalTopics
 from .helpers import append_all, read_partition
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(name="driver", params=["thread", "processor", "loop"])
+def driver_fixture(request: pytest.FixtureRequest) -> str:
+    """What drives the host: its own thread, a shared processor, or an event loop."""
+    return str(request.param)
 
 
 class NodeBook:
@@ -84,8 +91,31 @@ class Served:
         *,
         routes: StaticRoutes | None = None,
         strict: bool | None = None,
+        driver: str = "thread",
     ) -> None:
         self.shard = NodeBook()
+        self.serving = True
+
+        def to_host(request: Request) -> None:
+            if self.serving:
+                self.host.submit(request)
+            else:
+                reject(request, ErrorCode.NOT_CONTROLLER)
+
+        def no_groups(requests: list[tuple[int, Request]]) -> None:
+            for _, request in requests:
+                reject(request, ErrorCode.NOT_COORDINATOR)
+
+        self.listener = Listener("127.0.0.1", 0, RequestDispatcher(to_host, no_groups)).start()
+        loop, loop_thread = self.listener.loop, self.listener.thread_id
+        assert loop is not None and loop_thread is not None
+        # The same host, driven three ways: a thread of its own, a shared processor
+        # thread, or the listener's own event loop (as the daemon drives group shards).
+        self.processor: Processor | None = None
+        if driver == "processor":
+            self.processor = ShardProcessor("test-shards")
+        elif driver == "loop":
+            self.processor = LoopProcessor(loop, loop_thread)
         recovery = ShardRecovery(
             cache, lambda: replay_consumer(bootstrap, "host-loader"), topics.metadata,
             metadata_policy(), strict=strict,
@@ -103,27 +133,17 @@ class Served:
         self.stopped_with: list[Exception | None] = []
         self.host = ShardHost(
             "metadata-0", parts, unavailable=ErrorCode.NOT_CONTROLLER,
-            on_stopped=lambda _, exc: self.stopped_with.append(exc),
+            on_stopped=lambda _, exc: self.stopped_with.append(exc), processor=self.processor,
         ).start()  # fmt: skip
-        self.listener: Listener | None = None
         if strict:
             return
         assert self.host.wait_active(30)
-
-        def no_groups(requests: list[tuple[int, Request]]) -> None:
-            for _, request in requests:
-                reject(request, ErrorCode.NOT_COORDINATOR)
-
-        self.listener = Listener(
-            "127.0.0.1", 0, RequestDispatcher(self.host.submit, no_groups)
-        ).start()
         if routes is not None:
             routes.set(CONTROLLER, self.listener.endpoint)
 
     def stop_listening(self) -> None:
-        if self.listener is not None:
-            self.listener.close()
-            self.listener = None
+        """Stop taking requests (the host itself runs on)."""
+        self.serving = False
 
     def wait_stopped(self, timeout_s: float = 30) -> None:
         deadline = time.monotonic() + timeout_s
@@ -134,6 +154,9 @@ class Served:
     def close(self) -> None:
         self.stop_listening()
         self.host.stop()
+        if self.processor is not None:
+            self.processor.close()
+        self.listener.close()
 
 
 def register(client: CoordinatorClient, node: int) -> int:
@@ -150,9 +173,10 @@ def test_answer_comes_after_the_durable_write_and_the_cache_fold(
     client: CoordinatorClient,
     routes: StaticRoutes,
     tmp_path: Path,
+    driver: str,
 ) -> None:
     with StateCache(tmp_path / "c") as cache:
-        served = Served(bootstrap, topics, cache, "id-1", routes=routes)
+        served = Served(bootstrap, topics, cache, "id-1", routes=routes, driver=driver)
         try:
             assert register(client, 1) == 1
             # The reply was released, so the record is in the log and in the cache.
@@ -173,15 +197,16 @@ def test_restart_loads_from_the_cache_and_replays_the_same_state(
     client: CoordinatorClient,
     routes: StaticRoutes,
     tmp_path: Path,
+    driver: str,
 ) -> None:
     with StateCache(tmp_path / "c") as cache:
-        first = Served(bootstrap, topics, cache, "id-1", routes=routes)
+        first = Served(bootstrap, topics, cache, "id-1", routes=routes, driver=driver)
         try:
             for node in range(5):
                 register(client, node)
         finally:
             first.close()
-        second = Served(bootstrap, topics, cache, "id-1", routes=routes)
+        second = Served(bootstrap, topics, cache, "id-1", routes=routes, driver=driver)
         try:
             assert set(second.shard.nodes) == set(range(5))
             assert second.shard.nodes == first.shard.nodes
@@ -197,13 +222,14 @@ def test_a_newer_writer_fences_the_old_host(
     client: CoordinatorClient,
     routes: StaticRoutes,
     tmp_path: Path,
+    driver: str,
 ) -> None:
     with StateCache(tmp_path / "a") as cache_a, StateCache(tmp_path / "b") as cache_b:
-        old = Served(bootstrap, topics, cache_a, "id-1", routes=routes)
+        old = Served(bootstrap, topics, cache_a, "id-1", routes=routes, driver=driver)
         try:
             register(client, 1)
             old.stop_listening()  # only the new owner serves requests from here on
-            new = Served(bootstrap, topics, cache_b, "id-1", routes=routes)
+            new = Served(bootstrap, topics, cache_b, "id-1", routes=routes, driver=driver)
             try:
                 assert set(new.shard.nodes) == {1}
                 # The zombie's next write is rejected by the broker; it steps down.
@@ -229,9 +255,10 @@ def test_requests_while_stopped_get_the_unavailable_error(
     client: CoordinatorClient,
     routes: StaticRoutes,
     tmp_path: Path,
+    driver: str,
 ) -> None:
     with StateCache(tmp_path / "c") as cache:
-        served = Served(bootstrap, topics, cache, "id-1", routes=routes)
+        served = Served(bootstrap, topics, cache, "id-1", routes=routes, driver=driver)
         register(client, 1)
         served.host.stop()
         try:
@@ -244,12 +271,12 @@ def test_requests_while_stopped_get_the_unavailable_error(
 
 
 def test_a_strict_load_stops_at_a_poison_record_with_one_error_line(
-    bootstrap: str, topics: InternalTopics, tmp_path: Path
+    bootstrap: str, topics: InternalTopics, tmp_path: Path, driver: str
 ) -> None:
     node = (encode_key(NodeKey(1)), encode_value(NodeValue(1, "i", 1, False, 1, 1)))
     append_all(bootstrap, topics.metadata, [(0, *node), (0, b"\x63\x01garbage", b"\x00\x02zz")])
     with StateCache(tmp_path / "c") as cache, capture_logs() as logs:
-        served = Served(bootstrap, topics, cache, "id-1", strict=True)
+        served = Served(bootstrap, topics, cache, "id-1", strict=True, driver=driver)
         try:
             served.wait_stopped()
         finally:
