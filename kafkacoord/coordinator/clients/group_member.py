@@ -15,6 +15,7 @@ rebalance (KIP-429).
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -205,7 +206,10 @@ class GroupMember:
                 if self._rejoin:
                     self._join_and_sync()
                 else:
-                    self._wake.wait(self._heartbeat_s)
+                    # Up to 20% early: members that joined together (a whole group after a
+                    # rebalance, a fleet after a failover) drift apart instead of
+                    # heartbeating in bursts. Early never risks the session timeout.
+                    self._wake.wait(self._heartbeat_s * random.uniform(0.8, 1.0))
                     self._wake.clear()
                     if not self._rejoin and not self._closing.is_set():
                         self._heartbeat()
