@@ -47,3 +47,29 @@ def test_bad_settings_are_rejected_clearly(tmp_path: Path, monkeypatch: pytest.M
         load_settings(config)
     with pytest.raises(FileNotFoundError, match="config file not found"):
         load_settings(tmp_path / "missing.toml")
+
+
+def test_listener_and_tls_settings_must_be_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KAFKACOORD_CONFIG", raising=False)
+    with pytest.raises(ValidationError, match="tls_cert and tls_key go together"):
+        load_settings(tls_cert=Path("c.pem"))
+    with pytest.raises(ValidationError, match="needs tls_cert and tls_key"):
+        load_settings(tls_client_ca=Path("ca.pem"))
+    with pytest.raises(ValidationError, match="admin_principals needs mutual TLS"):
+        load_settings(admin_principals=["CN=admin"])
+    with pytest.raises(ValidationError, match="listen"):
+        load_settings(listen="no-port")
+    settings = load_settings(
+        listen="0.0.0.0:0", advertised_listener="kc-1:9192", max_frame_bytes=4096,
+        tls_cert=Path("c.pem"), tls_key=Path("k.pem"), tls_client_ca=Path("ca.pem"),
+        admin_principals=["User:CN=admin"],
+    )  # fmt: skip
+    limits = settings.listener_limits()
+    assert (limits.max_frame_bytes, limits.max_inflight_per_connection) == (4096, 1000)
+    assert settings.client_tls() is None  # no tls_ca: this process's clients use plaintext
+
+
+def test_retired_request_topic_settings_are_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KAFKACOORD_CONFIG", raising=False)
+    with pytest.raises(ValidationError, match="responses_partitions"):
+        load_settings(responses_partitions=8)
