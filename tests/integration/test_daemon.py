@@ -7,6 +7,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +15,14 @@ import pytest
 
 from kafkacoord.codecs import encode_key, encode_value
 from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
+from kafkacoord.coordinator.clients.connector import CoordinatorClient
+from kafkacoord.coordinator.clients.routes import CONTROLLER
+from kafkacoord.coordinator.groups.partitioning import partition_for
+from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
+from tests.rawwire import closed_by_peer, connect
 
 from .cluster import DaemonProcess
 from .helpers import append_all, expected_state, read_partition
@@ -36,6 +42,8 @@ def daemon_env(bootstrap: str, prefix: str, tmp_path: Path) -> Iterator[dict[str
         "KAFKACOORD_LOG_FORMAT": "json",
         "KAFKACOORD_LOAD_CHUNK_RECORDS": "1000",
         "KAFKACOORD_LOAD_PROGRESS_INTERVAL_S": "0.05",
+        "KAFKACOORD_LISTEN": "127.0.0.1:0",
+        "KAFKACOORD_METRICS_PORT": "0",
     }
 
 
@@ -46,6 +54,44 @@ def test_daemon_reports_ready_and_stops_cleanly_on_sigterm(daemon_env: dict[str,
     daemon.process.send_signal(signal.SIGTERM)
     assert daemon.process.wait(30) == 0
     assert daemon.has("daemon stopped")
+
+
+def test_clients_find_the_daemon_from_the_metadata_and_garbage_leaves_it_serving(
+    bootstrap: str, prefix: str, daemon_env: dict[str, str]
+) -> None:
+    daemon = DaemonProcess(daemon_env)
+    try:
+        endpoint = daemon.wait_for("daemon ready")["endpoint"]
+        assert daemon.wait_for("listening")["endpoint"] == endpoint
+        with CoordinatorClient(bootstrap, topic_prefix=prefix) as client:
+            # The controller's record and the daemon's registration both name it.
+            routes = client.routes
+            assert routes.wait_ready(30)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not (
+                routes.endpoint(CONTROLLER) == endpoint
+                and all(routes.endpoint(s) == endpoint for s in range(PARTITIONS))
+            ):
+                routes.wait_change(routes.version, 1.0)
+            assert routes.endpoint(CONTROLLER) == endpoint
+            assert [routes.endpoint(s) for s in range(PARTITIONS)] == [endpoint] * PARTITIONS
+            shard = partition_for("g1", PARTITIONS)
+            commit = g.OffsetCommit(group_id="g1", topics=[g.CommitTopic(
+                name="t", partitions=[g.CommitPartition(partition=0, offset=42)])])  # fmt: skip
+            client.call(shard, commit, g.OffsetCommitResponse, timeout_s=60)
+            with connect(endpoint) as garbage:
+                garbage.sendall(b"\x00\x00\x00\x05hello")
+                assert closed_by_peer(garbage)
+            with connect(endpoint) as oversize:
+                oversize.sendall(b"\x7f\xff\xff\xff" + b"x" * 64)
+                assert closed_by_peer(oversize)
+            fetched = client.call(shard, g.OffsetFetch(group_id="g1"), g.OffsetFetchResponse)
+            assert [(t.name, [p.offset for p in t.partitions]) for t in fetched.topics] == [
+                ("t", [42])
+            ]
+    finally:
+        daemon.stop()
+    assert daemon.process.returncode == 0
 
 
 def test_wrong_topic_config_stops_the_daemon_with_a_clear_error(
