@@ -40,6 +40,7 @@ from collections import deque
 from concurrent.futures import Future
 from pathlib import Path
 
+from benchlib import BROKERS, broker_for, cpu_seconds, log
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -51,27 +52,12 @@ from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.coordinator.settings import Settings
 from kafkacoord.coordinator.wire import ResponseFrame
 from kafkacoord.storage.appender import Appender
-from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.clients import admin_client
-from kafkacoord.storage.kafka_broker import KafkaBroker
 from kafkacoord.storage.topics import ensure_topics
 
 GROUPS = 16
 PARTITIONS = 8
 SHARDS = 8
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 class CpuMeter:
@@ -335,20 +321,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
+    parser.add_argument("--broker", choices=BROKERS, default="tansu")
     parser.add_argument(
         "--profile", metavar="PATH", help="py-spy the daemon at peak; collapsed stacks to PATH"
     )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        broker: EmbeddedBroker | KafkaBroker = (
-            KafkaBroker(Path(tmp) / "kafka", log_path=Path(tmp) / "kafka.log")
-            if args.broker == "kafka"
-            else EmbeddedBroker(log_path=Path(tmp) / "tansu.log")
-        )
-        with broker:
-            assert broker.pid is not None
-            result = run(broker.bootstrap, broker.pid, args, Path(tmp) / "node")
+    with tempfile.TemporaryDirectory() as tmp, broker_for(args.broker, Path(tmp)) as broker:
+        assert broker.pid is not None
+        result = run(broker.bootstrap, broker.pid, args, Path(tmp) / "node")
     print(json.dumps(result))
 
 

@@ -27,26 +27,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchlib import BROKERS, broker_for, cpu_seconds, log
+
 from kafkacoord.coordinator.clients import GroupMember
 from kafkacoord.coordinator.logs import configure as configure_logs
 from kafkacoord.coordinator.settings import Settings
-from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.clients import admin_client
-from kafkacoord.storage.kafka_broker import KafkaBroker
 from kafkacoord.storage.topics import ensure_topics
 
 SHARDS = 8
 TOPIC_PARTITIONS = 64
 READY_TIMEOUT_S = 300
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class TimedMember(GroupMember):
@@ -114,7 +105,7 @@ def run(bootstrap: str, args: argparse.Namespace, data_dir: Path) -> dict[str, o
     workers: list[subprocess.Popen[str]] = []
     try:
         per_process = args.members // args.processes
-        groups_per_process = per_process // args.group_size
+        groups_per_process = -(-per_process // args.group_size)  # the last may be smaller
         for k in range(args.processes):
             workers.append(
                 subprocess.Popen(
@@ -187,7 +178,7 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--heartbeat-ms", type=int, default=3000)
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--broker", choices=["tansu", "kafka"], default="tansu")
+    parser.add_argument("--broker", choices=BROKERS, default="tansu")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
@@ -196,14 +187,8 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        broker: EmbeddedBroker | KafkaBroker = (
-            KafkaBroker(Path(tmp) / "kafka", log_path=Path(tmp) / "kafka.log")
-            if args.broker == "kafka"
-            else EmbeddedBroker(log_path=Path(tmp) / "tansu.log")
-        )
-        with broker:
-            result = run(broker.bootstrap, args, Path(tmp) / "node")
+    with tempfile.TemporaryDirectory() as tmp, broker_for(args.broker, Path(tmp)) as broker:
+        result = run(broker.bootstrap, args, Path(tmp) / "node")
     print(json.dumps(result))
 
 

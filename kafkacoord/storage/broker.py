@@ -12,7 +12,7 @@ from types import TracebackType
 
 import structlog
 
-from .child import owned_child_kwargs
+from .child import owned_child_kwargs, stop_child
 from .errors import EmbeddedBrokerError
 
 log = structlog.get_logger(__name__)
@@ -117,15 +117,9 @@ class EmbeddedBroker:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.info("embedded broker stopped", bootstrap=self.bootstrap)
+        # SIGTERM first: a controlled shutdown leaves the broker's log dir clean.
+        if stop_child(process, timeout_s):
+            log.info("embedded broker stopped", bootstrap=self.bootstrap)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start() if self._process is None else self

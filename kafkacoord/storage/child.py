@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -55,3 +56,16 @@ def owned_child_kwargs() -> dict[str, Any]:
     if preexec is not None:
         kwargs["preexec_fn"] = preexec
     return kwargs
+
+
+def stop_child(process: subprocess.Popen[bytes] | None, timeout_s: float) -> bool:
+    """SIGTERM (a clean shutdown), then SIGKILL after ``timeout_s``; False if not running."""
+    if process is None or process.poll() is not None:
+        return False
+    process.terminate()
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    return True

@@ -26,7 +26,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from .broker import free_port
-from .child import owned_child_kwargs
+from .child import owned_child_kwargs, stop_child
 from .clients import base_config
 from .errors import EmbeddedBrokerError
 from .kafka_jars import KAFKA_VERSION, java_binary, kafka_classpath
@@ -263,15 +263,9 @@ class KafkaBroker:
 
     def stop(self, timeout_s: float = 30.0) -> None:
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()  # a controlled shutdown: the log dir is clean for the next start
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.info("embedded broker stopped", bootstrap=self.bootstrap)
+        # SIGTERM first: a controlled shutdown leaves the broker's log dir clean.
+        if stop_child(process, timeout_s):
+            log.info("embedded broker stopped", bootstrap=self.bootstrap)
 
     def __enter__(self) -> KafkaBroker:
         return self.start() if self._process is None else self
