@@ -129,7 +129,7 @@ class LeaderEpochWriter:
         except AppendError:
             self.close()
             raise
-        log.info("shard leader epoch written", topic=topic, partition=partition, epoch=epoch,
+        log.debug("shard leader epoch written", topic=topic, partition=partition, epoch=epoch,
                  offset=offsets[0])  # fmt: skip
 
     # -- appends ---------------------------------------------------------------------

@@ -108,6 +108,7 @@ class ShardHost:
         on_stopped: Callable[[ShardHost, Exception | None], None] | None = None,
         observer: HostObserver | None = None,
         processor: Processor | None = None,
+        on_active: Callable[[ShardHost], None] | None = None,
     ) -> None:
         self.name = name
         self.parts = parts
@@ -130,6 +131,7 @@ class ShardHost:
         self._active = threading.Event()
         self._writer: ShardWriter | None = None
         self._processor = processor
+        self._on_active = on_active
         # With a processor: handed over once loaded, unless a stop came first.
         self._lifecycle = threading.Lock()
         self._attached = False
@@ -264,8 +266,12 @@ class ShardHost:
         self.state = HostState.ACTIVE
         self._active.set()
         self._observer.loaded(self.name, self.stats.load_seconds, len(records))
-        log.info("shard active", shard=self.name, keys=len(records), log_records=load.stats.records,
-                 rebuilt=load.rebuilt, seconds=round(self.stats.load_seconds, 3))  # fmt: skip
+        # Per shard at debug: a daemon activates dozens at once; its owner sums them up.
+        log.debug("shard active", shard=self.name, keys=len(records),
+                  log_records=load.stats.records, rebuilt=load.rebuilt,
+                  seconds=round(self.stats.load_seconds, 3))  # fmt: skip
+        if self._on_active is not None:
+            self._on_active(self)
 
     def _apply(self, result: Result) -> Result:
         assert self.shard is not None

@@ -10,6 +10,7 @@ seconds, so a failover replays only what the old leader wrote since.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -66,6 +67,10 @@ class GroupService:
         # Every group shard of this daemon takes its turns on one thread: the
         # listener's, when the daemon hands its loop over, else a thread of their own.
         self._processor: Processor = processor or ShardProcessor("group-shards")
+        # Shards immigrating together are reported together, in one line.
+        self._activating: set[int] = set()
+        self._activating_since = 0.0
+        self._activated_count = 0
         self.followed: set[int] = set()
         # This daemon's node agent, set by the daemon: reports followed shards as caught up.
         self.agent: NodeAgent | None = None
@@ -73,8 +78,9 @@ class GroupService:
         self._cache = cache
         self._identity = identity
         self._lock = threading.Lock()
-        # Loads and tailing both write the cache: one at a time keeps checkpoints monotonic.
-        self._load_lock = threading.Lock()
+        # Loads and tailing both write a shard's cache: one at a time per shard keeps its
+        # checkpoint monotonic, while different shards load side by side.
+        self._load_locks: dict[int, threading.Lock] = {}
         self._closing = threading.Event()
         name = f"kafkacoord-{settings.node_id}"
         self._recovery = ShardRecovery(
@@ -103,8 +109,22 @@ class GroupService:
             host = self.hosts.get(partition)
             if host is not None and host.state is not HostState.STOPPED:
                 return  # a second load of a loaded shard is a no-op
+            if not self._activating:
+                self._activating_since = time.monotonic()
+            self._activating.add(partition)
             self.hosts[partition] = self._host(partition, state.leader_epoch).start()
-        log.info("immigrating group shard", partition=partition, leader_epoch=state.leader_epoch)
+        log.debug("immigrating group shard", partition=partition, leader_epoch=state.leader_epoch)
+
+    def _activated(self, host: ShardHost) -> None:
+        with self._lock:
+            partition = int(host.name.rpartition("-")[2])
+            self._activating.discard(partition)
+            self._activated_count += 1
+            if self._activating:
+                return
+            count, self._activated_count = self._activated_count, 0
+        log.info("group shards active", count=count, leading=len(self.hosts),
+                 seconds=round(time.monotonic() - self._activating_since, 3))  # fmt: skip
 
     def on_become_follower(self, topic: str, partition: int, state: PartitionValue) -> None:
         if topic != self.topic:
@@ -134,6 +154,7 @@ class GroupService:
     def _emigrate(self, partition: int) -> None:
         with self._lock:
             host = self.hosts.pop(partition, None)
+            self._activating.discard(partition)
         if host is not None:
             log.info("emigrating group shard", partition=partition)
             host.stop(timeout_s=0)  # parked requests get NOT_COORDINATOR from the host
@@ -152,7 +173,7 @@ class GroupService:
         )  # fmt: skip
         return ShardHost(
             f"offsets-{partition}", parts, unavailable=ErrorCode.NOT_COORDINATOR,
-            observer=self._observer, processor=self._processor,
+            observer=self._observer, processor=self._processor, on_active=self._activated,
         )  # fmt: skip
 
     def _writer(self, partition: int, leader_epoch: int) -> LeaderEpochWriter:
@@ -166,7 +187,11 @@ class GroupService:
         )  # fmt: skip
 
     def _recover(self, partitions: list[int]) -> dict[int, ShardLoad]:
-        with self._load_lock:
+        with self._lock:
+            locks = [self._load_locks.setdefault(p, threading.Lock()) for p in sorted(partitions)]
+        with contextlib.ExitStack() as held:
+            for lock in locks:  # in partition order: two callers never deadlock
+                held.enter_context(lock)
             return self._recovery.recover(partitions, self._identity)
 
     def dispatch(self, requests: list[tuple[int, Request]]) -> None:
