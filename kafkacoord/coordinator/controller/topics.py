@@ -127,10 +127,17 @@ class TopicManager:
         fixed_start_index: int = -1,
     ) -> dict[int, tuple[int, ...]]:
         if replication_factor > len(nodes):
+            # A newcomer's first topic usually meets this: say what a service node is.
+            hint = (
+                "; topics are placed on service nodes, processes that embed a NodeAgent: "
+                "start one, e.g. `python examples/replicated_service.py --node-id 1`"
+                if not nodes and what == "live"
+                else ""
+            )
             raise ProtocolError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"replication factor {replication_factor} is larger than the "
-                f"{_nodes_phrase(len(nodes), what)}",
+                f"{_nodes_phrase(len(nodes), what)}{hint}",
             )
         racks = {n: batch.node(n).rack for n in nodes}  # type: ignore[union-attr]
         try:

@@ -87,6 +87,7 @@ def test_no_live_node_at_all() -> None:
     c = Cluster()
     message = c.fails(api.CreateTopic(name="t"), ErrorCode.INVALID_REPLICATION_FACTOR)
     assert "0 live service nodes" in message
+    assert "python examples/replicated_service.py --node-id 1" in message
 
 
 @pytest.mark.parametrize(
