@@ -131,7 +131,7 @@ class TopicManager:
             hint = (
                 "; topics are placed on service nodes, processes that embed a NodeAgent: "
                 "start one, e.g. `python examples/replicated_service.py --node-id 1`"
-                if not nodes and what == "live"
+                if not nodes and what.startswith("live")
                 else ""
             )
             raise ProtocolError(
