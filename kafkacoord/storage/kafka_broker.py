@@ -190,6 +190,9 @@ class KafkaBroker:
             "default.replication.factor": "1",
             "min.insync.replicas": "1",
             "group.initial.rebalance.delay.ms": "0",
+            # A daemon may run its controller-election group with sessions shorter than
+            # Kafka's 6 s floor, for fast failover (the tests use 3 s).
+            "group.min.session.timeout.ms": "1000",
             # kafkacoord creates its own topics with the configs they need.
             "auto.create.topics.enable": "false",
         }

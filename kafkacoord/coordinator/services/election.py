@@ -76,13 +76,22 @@ class ControllerElection:
             self._on_lost()
 
     def _serve(self) -> None:
+        last_error: str | None = None
         while not self._closing.is_set():
             try:
-                self._consumer.poll(0.1)
+                msg = self._consumer.poll(0.1)
             except (KafkaException, RuntimeError):
                 if self._closing.is_set():
                     return
                 log.exception("controller election poll failed")
+                continue
+            error = None if msg is None else msg.error()
+            # A group the broker refuses (a session timeout below its floor, say) would
+            # otherwise leave the cluster without a controller and no word why.
+            if error is not None and error.str() != last_error:
+                last_error = error.str()
+                log.error("controller election group error", group=self.topic, error=last_error,
+                          fatal=error.fatal())  # fmt: skip
 
     def close(self) -> None:
         """Leave the group at once, so a standby takes over without a session timeout."""
