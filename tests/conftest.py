@@ -19,8 +19,14 @@ from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.kafka_broker import KafkaBroker
 
 
-@pytest.fixture(scope="session")
-def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@pytest.fixture(scope="session", params=["tansu", "kafka"])
+def bootstrap(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """Every test that asks for a broker runs on tansu and on Apache Kafka."""
+    if request.param == "kafka":
+        yield request.getfixturevalue("kafka_bootstrap")
+        return
     external = os.environ.get("KAFKACOORD_BOOTSTRAP")
     if external:
         yield external
@@ -39,6 +45,13 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     data_dir: Path = tmp_path_factory.mktemp("kafka")
     with KafkaBroker(data_dir) as broker:
         yield broker.bootstrap
+
+
+@pytest.fixture
+def broker_kind(request: pytest.FixtureRequest) -> str:
+    """``tansu`` or ``kafka``: the broker behind this test's ``bootstrap``."""
+    callspec = getattr(request.node, "callspec", None)
+    return str(callspec.params.get("bootstrap", "tansu")) if callspec else "tansu"
 
 
 @pytest.fixture

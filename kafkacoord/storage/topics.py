@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import structlog
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
@@ -14,6 +16,8 @@ from confluent_kafka.cimpl import NewTopic
 from .errors import TopicConfigError
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 COMPACT = "compact"
 RETIRED = ("group_requests", "controller_requests", "responses")
@@ -120,8 +124,13 @@ def _verify(
     admin: AdminClient, specs: list[TopicSpec], partitions: Mapping[str, int], timeout_s: float
 ) -> None:
     resources = [ConfigResource(ConfigResource.Type.TOPIC, s.name) for s in specs]
-    described = admin.describe_configs(resources, request_timeout=timeout_s)
-    configs = {res.name: future.result() for res, future in described.items()}
+    configs = _until_known(
+        lambda: {
+            res.name: future.result()
+            for res, future in admin.describe_configs(resources, request_timeout=timeout_s).items()
+        },
+        timeout_s,
+    )
     problems: list[str] = []
     for spec in specs:
         entries = configs.get(spec.name, {})
@@ -149,5 +158,24 @@ def topic_identities(
     admin: AdminClient, names: list[str], timeout_s: float = 30.0
 ) -> dict[str, str]:
     """Topic ids; a topic deleted and recreated gets a new one."""
-    described = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
-    return {name: str(future.result().topic_id) for name, future in described.items()}
+
+    def identities() -> dict[str, str]:
+        described = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
+        return {name: str(future.result().topic_id) for name, future in described.items()}
+
+    return _until_known(identities, timeout_s)
+
+
+def _until_known(call: Callable[[], T], timeout_s: float) -> T:
+    """Retry while the broker does not know a topic yet: on Apache Kafka a topic just
+    created (or deleted and created again) reaches every broker's metadata a moment later.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            code = exc.args[0].code() if exc.args else None
+            if code != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
