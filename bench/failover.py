@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import BROKERS, broker_for
 from confluent_kafka.admin import NewTopic
 
 from kafkacoord.codecs import encode_record
@@ -37,7 +38,6 @@ from kafkacoord.coordinator.services.dispatch import RequestDispatcher, reject
 from kafkacoord.coordinator.settings import Settings
 from kafkacoord.coordinator.wire import Listener
 from kafkacoord.storage.appender import Appender
-from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import ensure_topics
@@ -168,14 +168,15 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100_000)
     parser.add_argument("--per-topic", type=int, default=1000)
     parser.add_argument("--bootstrap", help="an existing cluster instead of the embedded broker")
+    parser.add_argument("--broker", choices=BROKERS, default="tansu")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.bootstrap:
             result = run(args.bootstrap, args.partitions, args.per_topic, Path(tmp))
         else:
-            with EmbeddedBroker(log_path=Path(tmp) / "tansu.log") as broker:
+            with broker_for(args.broker, Path(tmp)) as broker:
                 result = run(broker.bootstrap, args.partitions, args.per_topic, Path(tmp))
-    print(json.dumps(result))
+    print(json.dumps({"broker": "external" if args.bootstrap else args.broker, **result}))
 
 
 if __name__ == "__main__":

@@ -20,11 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import BROKERS, broker_for
 from confluent_kafka import KafkaError, Producer, TopicPartition
 
 from kafkacoord.codecs import decode_record, encode_key, encode_value
 from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
-from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import admin_client, replay_consumer
 from kafkacoord.storage.fold import offsets_policy
@@ -166,16 +166,18 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--bootstrap", help="existing cluster; default: an embedded broker")
+    parser.add_argument("--broker", choices=BROKERS, default="tansu")
     args = parser.parse_args()
     if args.bootstrap:
         result = run(args.bootstrap, args.records, args.keys)
     else:
         with (
             tempfile.TemporaryDirectory(prefix="kc-broker-") as tmp,
-            EmbeddedBroker(log_path=Path(tmp) / "tansu.log") as broker,
+            broker_for(args.broker, Path(tmp)) as broker,
         ):
             result = run(broker.bootstrap, args.records, args.keys)
-    print(json.dumps(result), flush=True)
+    print(json.dumps({"broker": "external" if args.bootstrap else args.broker, **result}),
+          flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
