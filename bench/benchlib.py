@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,3 +30,24 @@ def broker_for(kind: str, workdir: Path) -> EmbeddedBroker | KafkaBroker:
     if kind == "kafka":
         return KafkaBroker(workdir / "kafka", log_path=workdir / "kafka.log")
     return EmbeddedBroker(log_path=workdir / "tansu.log")
+
+
+def start_daemon(
+    bootstrap: str, data_dir: Path, shards: int, **extra: str
+) -> subprocess.Popen[bytes]:
+    """The real daemon as a process of its own (no GIL shared with the load), quiet, on
+    free ports, with its internal topics already created by the caller."""
+    env = {
+        **os.environ,
+        "KAFKACOORD_BOOTSTRAP": bootstrap,
+        "KAFKACOORD_DATA_DIR": str(data_dir),
+        "KAFKACOORD_OFFSETS_PARTITIONS": str(shards),
+        "KAFKACOORD_LOG_LEVEL": "warning",
+        "KAFKACOORD_LISTEN": "127.0.0.1:0",
+        "KAFKACOORD_METRICS_PORT": "-1",
+        **extra,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "kafkacoord", "daemon"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip

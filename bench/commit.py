@@ -32,7 +32,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -40,7 +39,7 @@ from collections import deque
 from concurrent.futures import Future
 from pathlib import Path
 
-from benchlib import BROKERS, broker_for, cpu_seconds, log
+from benchlib import BROKERS, broker_for, cpu_seconds, log, start_daemon
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -233,22 +232,7 @@ def run(
         log_level="warning",
     )
     ensure_topics(admin_client(bootstrap), settings.topics.specs(), replication_factor=1)
-    # The daemon runs as its own process, as in production: no GIL shared with the load.
-    env = {
-        **os.environ,
-        "KAFKACOORD_BOOTSTRAP": bootstrap,
-        "KAFKACOORD_DATA_DIR": str(data_dir),
-        "KAFKACOORD_OFFSETS_PARTITIONS": str(SHARDS),
-        "KAFKACOORD_LOG_LEVEL": "warning",
-        "KAFKACOORD_LISTEN": "127.0.0.1:0",
-        "KAFKACOORD_METRICS_PORT": "-1",
-    }
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "kafkacoord", "daemon"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    daemon = start_daemon(bootstrap, data_dir, SHARDS)
     try:
         client = CoordinatorClient(bootstrap, topic_prefix=settings.topic_prefix)
         # Wait until every shard answers.

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -27,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import BROKERS, broker_for, cpu_seconds, log
+from benchlib import BROKERS, broker_for, cpu_seconds, log, start_daemon
 
 from kafkacoord.coordinator.clients import GroupMember
 from kafkacoord.coordinator.logs import configure as configure_logs
@@ -88,20 +87,9 @@ def worker(args: argparse.Namespace) -> None:
 def run(bootstrap: str, args: argparse.Namespace, data_dir: Path) -> dict[str, object]:
     settings = Settings(bootstrap=bootstrap, offsets_partitions=SHARDS)
     ensure_topics(admin_client(bootstrap), settings.topics.specs(), replication_factor=1)
-    env = {
-        **os.environ,
-        "KAFKACOORD_BOOTSTRAP": bootstrap,
-        "KAFKACOORD_DATA_DIR": str(data_dir),
-        "KAFKACOORD_OFFSETS_PARTITIONS": str(SHARDS),
-        "KAFKACOORD_LOG_LEVEL": "warning",
-        "KAFKACOORD_LISTEN": "127.0.0.1:0",
-        "KAFKACOORD_METRICS_PORT": "-1",
-        "KAFKACOORD_GROUP_INITIAL_REBALANCE_DELAY_MS": "500",
-    }
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "kafkacoord", "daemon"], env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    daemon = start_daemon(
+        bootstrap, data_dir, SHARDS, KAFKACOORD_GROUP_INITIAL_REBALANCE_DELAY_MS="500"
+    )
     workers: list[subprocess.Popen[str]] = []
     try:
         per_process = args.members // args.processes
