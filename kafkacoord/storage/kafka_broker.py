@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import NoReturn
@@ -94,6 +95,7 @@ class KafkaBroker:
         host: str = "127.0.0.1",
         log_level: str = "WARN",
         version: str = KAFKA_VERSION,
+        properties: Mapping[str, str] | None = None,
     ) -> None:
         # Absolute: the JVM's config names files, and a file URI cannot be relative.
         self.data_dir = Path(data_dir).absolute()
@@ -103,6 +105,8 @@ class KafkaBroker:
         self.log_path = Path(log_path).absolute() if log_path else self.data_dir / "kafka.log"
         self.log_level = log_level
         self.version = version
+        # Broker properties over the defaults (tests force the log cleaner this way).
+        self.properties = dict(properties or {})
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -196,6 +200,7 @@ class KafkaBroker:
             # kafkacoord creates its own topics with the configs they need.
             "auto.create.topics.enable": "false",
         }
+        settings.update(self.properties)
         path = self.data_dir / "server.properties"
         path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         return path

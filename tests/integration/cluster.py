@@ -51,9 +51,13 @@ class DaemonProcess:
                 ):
                     return entry
             if self.process.poll() is not None:
+                # The reader may still hold the last lines (a crash's traceback among them).
+                self._reader.join(5)
                 break
             time.sleep(0.01)
-        raise AssertionError(f"no {event!r} event; log: {self.events[-20:]}")
+        code = self.process.poll()
+        died = "running" if code is None else f"exited with {code}"
+        raise AssertionError(f"no {event!r} event; daemon {died}; log: {self.events[-40:]}")
 
     def has(self, event: str) -> bool:
         return any(e.get("event") == event for e in list(self.events))
