@@ -11,10 +11,9 @@ import typer
 from pydantic import ValidationError
 
 from kafkacoord import __version__
+from kafkacoord.coordinator import cli_admin, cli_status, logs
+from kafkacoord.coordinator.settings import load_settings
 from kafkacoord.storage.errors import StorageError
-
-from . import cli_admin, cli_status, logs
-from .settings import load_settings
 
 app = typer.Typer(
     name="kafkacoord",
@@ -54,7 +53,7 @@ def daemon(
     ] = None,
 ) -> None:
     """Run the daemon until SIGINT or SIGTERM."""
-    from .daemon import Daemon
+    from kafkacoord.coordinator.daemon import Daemon
 
     try:
         settings = load_settings(

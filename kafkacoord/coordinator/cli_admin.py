@@ -10,19 +10,19 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from .admin import ControllerAdmin
-from .admin.reassign_files import (
+from kafkacoord.coordinator.admin import ControllerAdmin
+from kafkacoord.coordinator.admin.reassign_files import (
     ReassignmentFileError,
     format_reassignment,
     parse_reassignment,
     parse_topics_to_move,
     propose,
 )
-from .admin.render import describe_topics, node_table, reassignment_lines
-from .clients.errors import RequestError
-from .controller.placement import AdminOperationError
-from .protocol import ErrorCode
-from .settings import Settings, load_settings
+from kafkacoord.coordinator.admin.render import describe_topics, node_table, reassignment_lines
+from kafkacoord.coordinator.clients.errors import RequestError
+from kafkacoord.coordinator.controller.placement import AdminOperationError
+from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.settings import Settings, load_settings
 
 BOOTSTRAP_FILE = "bootstrap"
 
@@ -423,7 +423,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(reassign_app, name="reassign")
     app.command("elect-leaders")(elect_leaders)
     app.command("shutdown-node")(shutdown_node)
-    from .cli_groups import groups_app
+    from kafkacoord.coordinator.cli_groups import groups_app
 
     app.add_typer(groups_app, name="groups")
     # The views commands import Spark only when they run, so this costs nothing.

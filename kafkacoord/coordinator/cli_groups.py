@@ -11,16 +11,15 @@ from typing import Annotated
 import typer
 from confluent_kafka import Consumer, TopicPartition
 
+from kafkacoord.coordinator.admin.render import table
+from kafkacoord.coordinator.cli_admin import BootstrapOption, ConfigOption, fail, resolve_settings
+from kafkacoord.coordinator.clients import GroupAdmin
+from kafkacoord.coordinator.clients.errors import RequestError
+from kafkacoord.coordinator.clients.group_member import broker_partition_counts
+from kafkacoord.coordinator.groups.consumer_protocol import ConsumerProtocolError, decode_assignment
+from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.storage.clients import base_config
 from kafkacoord.storage.watermarks import EndOffsetProbe, log_end_offsets
-
-from .admin.render import table
-from .cli_admin import BootstrapOption, ConfigOption, fail, resolve_settings
-from .clients import GroupAdmin
-from .clients.errors import RequestError
-from .clients.group_member import broker_partition_counts
-from .groups.consumer_protocol import ConsumerProtocolError, decode_assignment
-from .protocol import ErrorCode
 
 groups_app = typer.Typer(
     help="List, describe, delete groups and manage their offsets.", no_args_is_help=True

@@ -8,16 +8,15 @@ from typing import Annotated, Any
 
 import typer
 
+from kafkacoord.coordinator.admin import read_metadata
+from kafkacoord.coordinator.admin.render import table
+from kafkacoord.coordinator.cli_admin import BootstrapOption, ConfigOption, fail, resolve_settings
+from kafkacoord.coordinator.clients import GroupAdmin
+from kafkacoord.coordinator.clients.errors import RequestError
+from kafkacoord.coordinator.ops.summary import TP, cluster_summary, group_lag
+from kafkacoord.coordinator.settings import Settings
 from kafkacoord.storage.errors import StorageError
 from kafkacoord.storage.watermarks import log_end_offsets
-
-from .admin import read_metadata
-from .admin.render import table
-from .cli_admin import BootstrapOption, ConfigOption, fail, resolve_settings
-from .clients import GroupAdmin
-from .clients.errors import RequestError
-from .ops.summary import TP, cluster_summary, group_lag
-from .settings import Settings
 
 ROWS = 10
 """Rows per table in the text output; --json lists everything."""

@@ -15,6 +15,25 @@ from types import FrameType
 
 import structlog
 
+from kafkacoord.coordinator.agent import NodeAgent
+from kafkacoord.coordinator.clients.errors import RequestError
+from kafkacoord.coordinator.clients.routes import LISTENER_ENDPOINT
+from kafkacoord.coordinator.controller.config import COORDINATOR_ROLE
+from kafkacoord.coordinator.ops import OpsService, StatusSource
+from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.runtime.processor import LoopProcessor
+from kafkacoord.coordinator.runtime.shard import Request
+from kafkacoord.coordinator.services.controller import ControllerService
+from kafkacoord.coordinator.services.dispatch import RequestDispatcher, reject
+from kafkacoord.coordinator.services.groups import GroupService
+from kafkacoord.coordinator.services.rebirth import recreate_topics, wipe_cache
+from kafkacoord.coordinator.services.watchdog import (
+    BrokerWatchdog,
+    IdentityChange,
+    TopicIdentityProbe,
+)
+from kafkacoord.coordinator.settings import Settings
+from kafkacoord.coordinator.wire import Listener, server_context
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client, broker_count, replay_consumer
@@ -24,22 +43,6 @@ from kafkacoord.storage.kafka_broker import KafkaBroker
 from kafkacoord.storage.poison import add_strict_listener, remove_strict_listener, set_strict
 from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
 from kafkacoord.storage.topics import ensure_topics
-
-from .agent import NodeAgent
-from .clients.errors import RequestError
-from .clients.routes import LISTENER_ENDPOINT
-from .controller.config import COORDINATOR_ROLE
-from .ops import OpsService, StatusSource
-from .protocol import ErrorCode
-from .runtime.processor import LoopProcessor
-from .runtime.shard import Request
-from .services.controller import ControllerService
-from .services.dispatch import RequestDispatcher, reject
-from .services.groups import GroupService
-from .services.rebirth import recreate_topics, wipe_cache
-from .services.watchdog import BrokerWatchdog, IdentityChange, TopicIdentityProbe
-from .settings import Settings
-from .wire import Listener, server_context
 
 log = structlog.get_logger(__name__)
 

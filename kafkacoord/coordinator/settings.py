@@ -14,11 +14,14 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from kafkacoord.coordinator.controller.config import (
+    COORDINATOR_ROLE,
+    ControllerConfig,
+    InternalTopicSpec,
+)
+from kafkacoord.coordinator.groups.config import GroupConfig
+from kafkacoord.coordinator.wire import ClientTls, ListenerLimits
 from kafkacoord.storage.topics import InternalTopics
-
-from .controller.config import COORDINATOR_ROLE, ControllerConfig, InternalTopicSpec
-from .groups.config import GroupConfig
-from .wire import ClientTls, ListenerLimits
 
 CONFIG_ENV = "KAFKACOORD_CONFIG"
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..controller.placement import assign_replicas
+from kafkacoord.coordinator.controller.placement import assign_replicas
 
 TP = tuple[str, int]
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from kafkacoord.codecs.models import PartitionValue, TopicValue
-
-from ..controller.image import MetadataImage
+from kafkacoord.coordinator.controller.image import MetadataImage
 
 
 def _ids(values: Iterable[int]) -> str:

@@ -21,15 +21,15 @@ from collections.abc import Callable, Mapping, Sequence
 import structlog
 
 from kafkacoord.codecs.models import NodeKey, NodeValue, PartitionValue
+from kafkacoord.coordinator.clients.connector import shared_client
+from kafkacoord.coordinator.clients.errors import RequestError
+from kafkacoord.coordinator.clients.follower import MetadataFollower
+from kafkacoord.coordinator.clients.routes import CONTROLLER
+from kafkacoord.coordinator.protocol import ALL_APIS, Body, ErrorCode, TopicPartitionRef
+from kafkacoord.coordinator.protocol import controller_api as api
+from kafkacoord.coordinator.runtime.shard import Record
+from kafkacoord.coordinator.wire import ClientTls
 
-from ..clients.connector import shared_client
-from ..clients.errors import RequestError
-from ..clients.follower import MetadataFollower
-from ..clients.routes import CONTROLLER
-from ..protocol import ALL_APIS, Body, ErrorCode, TopicPartitionRef
-from ..protocol import controller_api as api
-from ..runtime.shard import Record
-from ..wire import ClientTls
 from .replicas import PartitionHandler, ReplicaManager, Transition, deliver
 
 log = structlog.get_logger(__name__)

@@ -20,8 +20,7 @@ from kafkacoord.codecs.models import (
     TopicKey,
     TopicValue,
 )
-
-from ..runtime.shard import Record
+from kafkacoord.coordinator.runtime.shard import Record
 
 
 class Role(Enum):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ..groups.partitioning import partition_for
-from ..protocol import Body
-from ..wire import ClientTls
+from kafkacoord.coordinator.groups.partitioning import partition_for
+from kafkacoord.coordinator.protocol import Body
+from kafkacoord.coordinator.wire import ClientTls
+
 from .connector import CoordinatorClient, shared_client
 from .errors import B
 

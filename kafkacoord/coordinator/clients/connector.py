@@ -23,10 +23,16 @@ from typing import Any
 
 import structlog
 
+from kafkacoord.coordinator.protocol import ALL_APIS, Body, ErrorCode, encode_body
+from kafkacoord.coordinator.wire import (
+    ClientTls,
+    Connection,
+    ConnectionLostError,
+    RequestHeader,
+    ResponseFrame,
+)
 from kafkacoord.storage.topics import InternalTopics
 
-from ..protocol import ALL_APIS, Body, ErrorCode, encode_body
-from ..wire import ClientTls, Connection, ConnectionLostError, RequestHeader, ResponseFrame
 from .errors import B, RequestError, RequestTimeoutError
 from .routes import CONTROLLER, Routes, RouteTable, describe
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from ..protocol import Body, ErrorCode
+from kafkacoord.coordinator.protocol import Body, ErrorCode
 
 B = TypeVar("B", bound=Body)
 

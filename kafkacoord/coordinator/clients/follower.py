@@ -16,6 +16,7 @@ import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kafkacoord.codecs import CodecError, RecordType, decode_record
+from kafkacoord.coordinator.runtime.shard import Record
 from kafkacoord.storage.clients import (
     BACKGROUND_FETCH_WAIT_MS,
     base_config,
@@ -26,8 +27,6 @@ from kafkacoord.storage.clients import (
 from kafkacoord.storage.errors import PoisonRecordError
 from kafkacoord.storage.fold import metadata_policy
 from kafkacoord.storage.poison import record_poison
-
-from ..runtime.shard import Record
 
 log = structlog.get_logger(__name__)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from ..groups.assignors.common import TopicPartition
-from ..protocol import ErrorCode
-from ..protocol import group_api as g
-from ..wire import ClientTls
+from kafkacoord.coordinator.groups.assignors.common import TopicPartition
+from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.protocol import group_api as g
+from kafkacoord.coordinator.wire import ClientTls
+
 from .base import GroupChannel
 
 

@@ -24,9 +24,9 @@ from typing import Any
 import structlog
 from confluent_kafka.admin import AdminClient
 
-from ..groups.assignors.common import RebalanceProtocol, TopicPartition
-from ..groups.assignors.registry import Assignor, get_assignor
-from ..groups.consumer_protocol import (
+from kafkacoord.coordinator.groups.assignors.common import RebalanceProtocol, TopicPartition
+from kafkacoord.coordinator.groups.assignors.registry import Assignor, get_assignor
+from kafkacoord.coordinator.groups.consumer_protocol import (
     Assignment,
     Subscription,
     decode_assignment,
@@ -34,10 +34,11 @@ from ..groups.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from ..protocol import ErrorCode
-from ..protocol import group_api as g
-from ..protocol.base import Empty
-from ..wire import ClientTls
+from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.protocol import group_api as g
+from kafkacoord.coordinator.protocol.base import Empty
+from kafkacoord.coordinator.wire import ClientTls
+
 from .base import GroupChannel
 from .errors import RequestError
 

@@ -20,10 +20,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Final, Protocol
 
+from kafkacoord.coordinator.controller.image import MetadataImage
+from kafkacoord.coordinator.runtime.shard import Record
 from kafkacoord.storage.topics import InternalTopics
 
-from ..controller.image import MetadataImage
-from ..runtime.shard import Record
 from .follower import MetadataFollower
 
 # The key of a daemon's listener in its node registration's endpoints.

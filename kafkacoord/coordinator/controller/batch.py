@@ -18,8 +18,8 @@ from kafkacoord.codecs.models import (
     TopicKey,
     TopicValue,
 )
+from kafkacoord.coordinator.runtime.shard import Record
 
-from ..runtime.shard import Record
 from .image import TP, MetadataImage, is_live_node
 from .states import PartitionPhase, check_partition_transition, partition_phase
 

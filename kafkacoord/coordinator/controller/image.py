@@ -27,8 +27,8 @@ from kafkacoord.codecs.models import (
     TopicKey,
     TopicValue,
 )
+from kafkacoord.coordinator.runtime.shard import Record
 
-from ..runtime.shard import Record
 from .config import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION
 from .rebalance import leader_imbalance
 

@@ -20,9 +20,13 @@ from __future__ import annotations
 from typing import Final
 
 from kafkacoord.codecs.models import PartitionValue
+from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
+from kafkacoord.coordinator.protocol.controller_api import (
+    ElectLeaders,
+    PartitionResult,
+    PartitionResults,
+)
 
-from ..protocol import ErrorCode, ProtocolError
-from ..protocol.controller_api import ElectLeaders, PartitionResult, PartitionResults
 from .batch import Batch
 from .changes import Election, apply_change
 from .config import ControllerConfig

@@ -22,9 +22,8 @@ from __future__ import annotations
 from typing import Final
 
 from kafkacoord.codecs.models import NodeValue
-
-from ..protocol import ErrorCode, ProtocolError, TopicPartitionRef
-from ..protocol.controller_api import (
+from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError, TopicPartitionRef
+from kafkacoord.coordinator.protocol.controller_api import (
     ControlledShutdown,
     ControlledShutdownResponse,
     FenceNode,
@@ -33,7 +32,8 @@ from ..protocol.controller_api import (
     RegisterNode,
     RegisterNodeResponse,
 )
-from ..runtime.timers import Timers
+from kafkacoord.coordinator.runtime.timers import Timers
+
 from .batch import Batch
 from .config import ControllerConfig
 from .partitions import PartitionManager, check_node_epoch

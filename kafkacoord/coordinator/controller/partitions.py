@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from kafkacoord.codecs.models import NodeValue, PartitionState, PartitionValue
+from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
+from kafkacoord.coordinator.protocol.controller_api import AlterPartition, ReplicaStatus
 
-from ..protocol import ErrorCode, ProtocolError
-from ..protocol.controller_api import AlterPartition, ReplicaStatus
 from .batch import Batch
 from .changes import NO_LEADER, Election, apply_change, next_value
 from .config import UNCLEAN_LEADER_ELECTION, ControllerConfig

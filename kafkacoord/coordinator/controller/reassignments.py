@@ -29,9 +29,13 @@ from collections.abc import Sequence
 from typing import Final
 
 from kafkacoord.codecs.models import PartitionValue, Reassignment
+from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
+from kafkacoord.coordinator.protocol.controller_api import (
+    AlterReassignments,
+    PartitionResult,
+    PartitionResults,
+)
 
-from ..protocol import ErrorCode, ProtocolError
-from ..protocol.controller_api import AlterReassignments, PartitionResult, PartitionResults
 from .batch import Batch
 from .changes import NO_LEADER, Election, apply_change, next_value
 from .config import ControllerConfig

@@ -31,11 +31,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from kafkacoord.codecs.models import ControllerKey, ControllerValue, PartitionKey, PartitionValue
+from kafkacoord.coordinator.protocol import CONTROLLER_APIS, Body, Empty, ErrorCode, ProtocolError
+from kafkacoord.coordinator.protocol import controller_api as api
+from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result
+from kafkacoord.coordinator.runtime.timers import Timers
 
-from ..protocol import CONTROLLER_APIS, Body, Empty, ErrorCode, ProtocolError
-from ..protocol import controller_api as api
-from ..runtime.shard import Record, Reply, Request, Result
-from ..runtime.timers import Timers
 from .batch import Batch
 from .config import ControllerConfig
 from .image import MetadataImage

@@ -22,16 +22,16 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from kafkacoord.codecs.models import PartitionState, PartitionValue, TopicValue
-
-from ..protocol import ErrorCode, ProtocolError
-from ..protocol.controller_api import (
+from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
+from kafkacoord.coordinator.protocol.controller_api import (
     CreatePartitions,
     CreatePartitionsResponse,
     CreateTopic,
     CreateTopicResponse,
     DeleteTopic,
 )
-from ..runtime.timers import Timers
+from kafkacoord.coordinator.runtime.timers import Timers
+
 from .batch import Batch
 from .changes import NO_LEADER, Election, apply_change
 from .config import (

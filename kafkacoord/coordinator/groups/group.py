@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from kafkacoord.codecs.models import GroupMember, GroupMetadataValue
+from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
+from kafkacoord.coordinator.runtime.shard import RequestRef
 
-from ..protocol import ErrorCode, ProtocolError
-from ..runtime.shard import RequestRef
 from .assignors.javacompat import java_hashmap_order
 from .consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_subscription
 from .partitioning import java_string_hash

@@ -20,10 +20,10 @@ import uuid
 from collections.abc import Callable, Mapping
 
 from kafkacoord.codecs.models import GroupMetadataKey
+from kafkacoord.coordinator.protocol import Empty, ErrorCode, ProtocolError
+from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
-from ..protocol import Empty, ErrorCode, ProtocolError
-from ..protocol import group_api as api
-from ..runtime.shard import Record, Reply, RequestRef, Result
 from .config import GroupConfig
 from .group import ClassicGroup, GroupState, Member, Protocols
 from .scheduling import ShardTimers, heartbeat_timer, join_timer, sync_timer

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Final
 
-from ..runtime.shard import Result
-from ..runtime.timers import Timers
+from kafkacoord.coordinator.runtime.shard import Result
+from kafkacoord.coordinator.runtime.timers import Timers
 
 __all__ = [
     "EXPIRATION_TIMER",

@@ -34,10 +34,10 @@ from kafkacoord.codecs.models import (
     OffsetCommitValue,
     ShardLeaderKey,
 )
+from kafkacoord.coordinator.protocol import GROUP_APIS, Body, ErrorCode, ProtocolError
+from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result
 
-from ..protocol import GROUP_APIS, Body, ErrorCode, ProtocolError
-from ..protocol import group_api as api
-from ..runtime.shard import Record, Reply, Request, RequestRef, Result
 from .config import GroupConfig
 from .consumer_protocol import PROTOCOL_TYPE
 from .group import ClassicGroup, GroupSnapshot, GroupState

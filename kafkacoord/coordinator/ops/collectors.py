@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from kafkacoord.coordinator.runtime.host import HostState
 from kafkacoord.storage.recovery import ShardLoad
 
-from ..runtime.host import HostState
 from .status import DaemonStatus
 
 POISON_MODULE = "kafkacoord.storage.poison"

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..runtime.host import HostState
+from kafkacoord.coordinator.runtime.host import HostState
+
 from .status import DaemonStatus, shard_sort_key
 
 READY = "ready"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from ..protocol import ErrorCode
+from kafkacoord.coordinator.protocol import ErrorCode
 
 # An append is one acks=all produce (a batch of records): milliseconds to seconds.
 APPEND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

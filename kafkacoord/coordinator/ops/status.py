@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..runtime.host import HostState
-from ..services.controller import ControllerService
-from ..services.dispatch import RequestDispatcher
-from ..services.groups import GroupService
-from ..wire import Listener
+from kafkacoord.coordinator.runtime.host import HostState
+from kafkacoord.coordinator.services.controller import ControllerService
+from kafkacoord.coordinator.services.dispatch import RequestDispatcher
+from kafkacoord.coordinator.services.groups import GroupService
+from kafkacoord.coordinator.wire import Listener
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafkacoord.codecs.models import NodeValue, PartitionValue
-
-from ..controller.image import MetadataImage
+from kafkacoord.coordinator.controller.image import MetadataImage
 
 TP = tuple[str, int]
 FIRST = 5

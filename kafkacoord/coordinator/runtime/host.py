@@ -25,12 +25,12 @@ import structlog
 
 from kafkacoord.codecs import CodecError, decode_record, encode_record
 from kafkacoord.codecs.models import ControllerValue
+from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.storage.cache import Change, ShardStore
 from kafkacoord.storage.errors import AppendError, PoisonRecordError
 from kafkacoord.storage.fold import FoldPolicy
 from kafkacoord.storage.recovery import ShardLoad
 
-from ..protocol import ErrorCode, ProtocolError
 from .observer import HostObserver, NullObserver
 from .processor import ATTACH, Processor
 from .shard import ChannelReplies, Record, Reply, ReplySink, Request, Result, Shard

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..protocol import ErrorCode
+from kafkacoord.coordinator.protocol import ErrorCode
 
 
 class HostObserver(Protocol):

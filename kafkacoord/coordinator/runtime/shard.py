@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafkacoord.codecs.models import AvroModel
-
-from ..protocol import Body, ErrorCode
+from kafkacoord.coordinator.protocol import Body, ErrorCode
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,19 +17,19 @@ from collections.abc import Callable
 
 import structlog
 
+from kafkacoord.coordinator.controller.config import ControllerConfig
+from kafkacoord.coordinator.controller.shard import ControllerShard
+from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
+from kafkacoord.coordinator.runtime.observer import HostObserver
+from kafkacoord.coordinator.runtime.shard import Request
+from kafkacoord.coordinator.runtime.writer import TransactionalWriter
+from kafkacoord.coordinator.settings import Settings
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.fold import metadata_policy
 from kafkacoord.storage.recovery import ShardRecovery
 
-from ..controller.config import ControllerConfig
-from ..controller.shard import ControllerShard
-from ..protocol import ErrorCode
-from ..runtime.host import HostParts, HostState, ShardHost
-from ..runtime.observer import HostObserver
-from ..runtime.shard import Request
-from ..runtime.writer import TransactionalWriter
-from ..settings import Settings
 from .dispatch import reject
 from .election import ControllerElection
 

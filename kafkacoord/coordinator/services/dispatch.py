@@ -13,11 +13,17 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from ..protocol import APIS_BY_KEY, CONTROLLER_APIS, ErrorCode, ProtocolError, decode_request
-from ..protocol.apis import encode_body
-from ..runtime.shard import Reply, Request, RequestRef
-from ..wire import RequestHeader, ServerConnection
-from ..wire.frames import encode_response
+from kafkacoord.coordinator.protocol import (
+    APIS_BY_KEY,
+    CONTROLLER_APIS,
+    ErrorCode,
+    ProtocolError,
+    decode_request,
+)
+from kafkacoord.coordinator.protocol.apis import encode_body
+from kafkacoord.coordinator.runtime.shard import Reply, Request, RequestRef
+from kafkacoord.coordinator.wire import RequestHeader, ServerConnection
+from kafkacoord.coordinator.wire.frames import encode_response
 
 log = structlog.get_logger(__name__)
 

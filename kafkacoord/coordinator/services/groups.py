@@ -20,21 +20,21 @@ import structlog
 
 from kafkacoord.codecs import encode_record
 from kafkacoord.codecs.models import PartitionValue, ShardLeaderKey, ShardLeaderValue
+from kafkacoord.coordinator.agent import NodeAgent
+from kafkacoord.coordinator.groups.config import GroupConfig
+from kafkacoord.coordinator.groups.shard import GroupShard
+from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter, SharedProducer
+from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
+from kafkacoord.coordinator.runtime.observer import HostObserver
+from kafkacoord.coordinator.runtime.processor import Processor, ShardProcessor
+from kafkacoord.coordinator.runtime.shard import Request
+from kafkacoord.coordinator.settings import Settings
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.fold import offsets_policy
 from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
 
-from ..agent import NodeAgent
-from ..groups.config import GroupConfig
-from ..groups.shard import GroupShard
-from ..protocol import ErrorCode
-from ..runtime.epoch_writer import LeaderEpochWriter, SharedProducer
-from ..runtime.host import HostParts, HostState, ShardHost
-from ..runtime.observer import HostObserver
-from ..runtime.processor import Processor, ShardProcessor
-from ..runtime.shard import Request
-from ..settings import Settings
 from .dispatch import reject
 
 log = structlog.get_logger(__name__)
