@@ -43,16 +43,16 @@ from benchlib import BROKERS, broker_for, cpu_seconds, log, start_daemon
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafkacoord.client.connector import CoordinatorClient, error_of
 from kafkacoord.codecs import encode_record
 from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
-from kafkacoord.coordinator.clients.connector import CoordinatorClient, error_of
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.coordinator.settings import Settings
-from kafkacoord.coordinator.wire import ResponseFrame
+from kafkacoord.server.settings import Settings
 from kafkacoord.storage.appender import Appender
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import ensure_topics
+from kafkacoord.wire import ResponseFrame
 
 GROUPS = 16
 PARTITIONS = 8

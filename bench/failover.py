@@ -27,20 +27,20 @@ from pathlib import Path
 from benchlib import BROKERS, broker_for
 from confluent_kafka.admin import NewTopic
 
+from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.codecs import encode_record
 from kafkacoord.codecs.models import PartitionKey
-from kafkacoord.coordinator.admin import ControllerAdmin
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Request
-from kafkacoord.coordinator.services.controller import ControllerService
-from kafkacoord.coordinator.services.dispatch import RequestDispatcher, reject
-from kafkacoord.coordinator.settings import Settings
-from kafkacoord.coordinator.wire import Listener
+from kafkacoord.server.services.controller import ControllerService
+from kafkacoord.server.services.dispatch import RequestDispatcher, reject
+from kafkacoord.server.settings import Settings
 from kafkacoord.storage.appender import Appender
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import ensure_topics
+from kafkacoord.wire import Listener
 
 NODES = 10
 RAW_TOPIC = "bench_raw_appends"

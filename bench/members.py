@@ -28,9 +28,9 @@ from typing import Any
 
 from benchlib import BROKERS, broker_for, cpu_seconds, log, start_daemon
 
-from kafkacoord.coordinator.clients import GroupMember
-from kafkacoord.coordinator.logs import configure as configure_logs
-from kafkacoord.coordinator.settings import Settings
+from kafkacoord.client import GroupMember
+from kafkacoord.logs import configure as configure_logs
+from kafkacoord.server.settings import Settings
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import ensure_topics
 

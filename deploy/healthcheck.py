@@ -37,9 +37,9 @@ def check_http(port: int, path: str, timeout_s: float) -> str | None:
 
 def check_node(node_id: int, timeout_s: float) -> str | None:
     """None when the node is registered, unfenced and not shutting down."""
-    from kafkacoord.coordinator.admin import read_metadata
+    from kafkacoord.client.admin import read_metadata
     from kafkacoord.coordinator.controller.image import is_live_node
-    from kafkacoord.coordinator.settings import load_settings
+    from kafkacoord.server.settings import load_settings
 
     settings = load_settings()
     if not settings.bootstrap:
@@ -55,8 +55,8 @@ def check_node(node_id: int, timeout_s: float) -> str | None:
 
 def check_group(group: str, timeout_s: float) -> str | None:
     """None when the group is alive and has at least one member."""
-    from kafkacoord.coordinator.clients import GroupAdmin
-    from kafkacoord.coordinator.settings import load_settings
+    from kafkacoord.client import GroupAdmin
+    from kafkacoord.server.settings import load_settings
 
     settings = load_settings()
     if not settings.bootstrap:

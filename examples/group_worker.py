@@ -15,7 +15,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from kafkacoord.coordinator.clients import GroupMember
+from kafkacoord.client import GroupMember
 
 
 def main() -> None:

@@ -17,8 +17,8 @@ import signal
 import threading
 from pathlib import Path
 
+from kafkacoord.client.agent import NodeAgent
 from kafkacoord.codecs.models import PartitionValue
-from kafkacoord.coordinator.agent import NodeAgent
 
 
 class KeyValueShards:

@@ -1,5 +1,5 @@
 """``python -m kafkacoord``: the command line."""
 
-from kafkacoord.coordinator.cli import main
+from kafkacoord.cli.main import main
 
 main()

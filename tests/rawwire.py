@@ -6,7 +6,7 @@ import socket
 import struct
 import time
 
-from kafkacoord.coordinator.wire.frames import (
+from kafkacoord.wire.frames import (
     RequestHeader,
     ResponseFrame,
     decode_response,

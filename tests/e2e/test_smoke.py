@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from kafkacoord.coordinator.admin import read_metadata
-from kafkacoord.coordinator.agent import NodeAgent
-from kafkacoord.coordinator.clients import GroupMember
+from kafkacoord.client import GroupMember
+from kafkacoord.client.admin import read_metadata
+from kafkacoord.client.agent import NodeAgent
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
 from tests.failures.broker import BrokerControl

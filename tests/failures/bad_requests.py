@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkacoord.coordinator.clients import CommitFailedError, GroupMember
-from kafkacoord.coordinator.clients.errors import RequestError
+from kafkacoord.client import CommitFailedError, GroupMember
+from kafkacoord.client.errors import RequestError
 from kafkacoord.coordinator.protocol import ALL_APIS, APIS_BY_KEY, Empty, ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.coordinator.wire.frames import (
+from kafkacoord.wire.frames import (
     DEFAULT_MAX_FRAME_BYTES,
     SIZE,
     RequestHeader,

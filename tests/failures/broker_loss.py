@@ -14,10 +14,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkacoord.client import GroupAdmin
+from kafkacoord.client.admin import ControllerAdmin, read_metadata
 from kafkacoord.codecs import CodecError, decode_record
 from kafkacoord.codecs.models import ControllerValue
-from kafkacoord.coordinator.admin import ControllerAdmin, read_metadata
-from kafkacoord.coordinator.clients import GroupAdmin
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.storage.topics import InternalTopics
 from tests.integration.cluster import DaemonProcess, fast_daemon_env, start_daemon, wait_until

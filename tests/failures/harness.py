@@ -25,18 +25,20 @@ from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
+from kafkacoord.client import GroupAdmin
+from kafkacoord.client.admin import ControllerAdmin, read_metadata
+from kafkacoord.client.agent import NodeAgent
+from kafkacoord.client.base import GroupChannel
+from kafkacoord.client.connector import error_of
+from kafkacoord.client.routes import LISTENER_ENDPOINT
 from kafkacoord.codecs import CodecError, decode_record
 from kafkacoord.codecs.models import ControllerValue, PartitionValue
-from kafkacoord.coordinator.admin import ControllerAdmin, read_metadata
-from kafkacoord.coordinator.agent import NodeAgent
-from kafkacoord.coordinator.clients import GroupAdmin
-from kafkacoord.coordinator.clients.base import GroupChannel
-from kafkacoord.coordinator.clients.connector import error_of
-from kafkacoord.coordinator.clients.routes import LISTENER_ENDPOINT
 from kafkacoord.coordinator.controller.image import MetadataImage
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.coordinator.protocol import ALL_APIS, ErrorCode
-from kafkacoord.coordinator.wire.frames import (
+from kafkacoord.storage.clients import admin_client
+from kafkacoord.storage.topics import InternalTopics, ensure_topics
+from kafkacoord.wire.frames import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameReader,
     RequestHeader,
@@ -44,8 +46,6 @@ from kafkacoord.coordinator.wire.frames import (
     decode_response,
     encode_request,
 )
-from kafkacoord.storage.clients import admin_client
-from kafkacoord.storage.topics import InternalTopics, ensure_topics
 from tests.integration.cluster import (
     DaemonProcess,
     Replicas,

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkacoord.coordinator.clients.base import GroupChannel
-from kafkacoord.coordinator.clients.errors import RequestError
+from kafkacoord.client.base import GroupChannel
+from kafkacoord.client.errors import RequestError
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from kafkacoord.client import GroupAdmin
+from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.codecs import encode_key, encode_value
 from kafkacoord.codecs.models import NodeKey, NodeValue, OffsetCommitKey, OffsetCommitValue
-from kafkacoord.coordinator.admin import ControllerAdmin
-from kafkacoord.coordinator.clients import GroupAdmin
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics

@@ -29,17 +29,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from kafkacoord.client import GroupMember
+from kafkacoord.client.connector import CoordinatorClient, error_of
+from kafkacoord.client.errors import RequestError
+from kafkacoord.client.routes import CONTROLLER
 from kafkacoord.codecs import CodecError, decode_record
 from kafkacoord.codecs.models import ControllerValue, PartitionValue
-from kafkacoord.coordinator.clients import GroupMember
-from kafkacoord.coordinator.clients.connector import CoordinatorClient, error_of
-from kafkacoord.coordinator.clients.errors import RequestError
-from kafkacoord.coordinator.clients.routes import CONTROLLER
 from kafkacoord.coordinator.controller.image import MetadataImage
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.coordinator.wire import ResponseFrame
+from kafkacoord.wire import ResponseFrame
 
 from .broker import BrokerControl
 from .harness import (

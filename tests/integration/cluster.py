@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kafkacoord.client.agent import NodeAgent
 from kafkacoord.codecs.models import PartitionValue
-from kafkacoord.coordinator.agent import NodeAgent
 
 T = TypeVar("T")
 

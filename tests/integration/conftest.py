@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkacoord.coordinator.clients.connector import CoordinatorClient
-from kafkacoord.coordinator.clients.routes import StaticRoutes
+from kafkacoord.client.connector import CoordinatorClient
+from kafkacoord.client.routes import StaticRoutes
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
 from tests.failures.broker import EmbeddedBrokerControl

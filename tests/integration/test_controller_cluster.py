@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from kafkacoord.client.admin import ControllerAdmin, read_metadata
+from kafkacoord.client.agent import NodeAgent
 from kafkacoord.codecs import encode_record
 from kafkacoord.codecs.models import PartitionKey, PartitionState, PartitionValue
-from kafkacoord.coordinator.admin import ControllerAdmin, read_metadata
-from kafkacoord.coordinator.agent import NodeAgent
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
 
@@ -158,7 +158,7 @@ def test_a_late_write_of_an_old_controller_is_ignored(cluster: Cluster) -> None:
 def test_admin_commands_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from kafkacoord.coordinator.cli import app
+    from kafkacoord.cli.main import app
 
     runner = CliRunner()
     env = {"KAFKACOORD_BOOTSTRAP": cluster.bootstrap,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from kafkacoord.client.connector import CoordinatorClient
+from kafkacoord.client.routes import CONTROLLER
 from kafkacoord.codecs import encode_key, encode_value
 from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
-from kafkacoord.coordinator.clients.connector import CoordinatorClient
-from kafkacoord.coordinator.clients.routes import CONTROLLER
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.storage.cache import ShardId, StateCache

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkacoord.coordinator.admin import read_metadata
-from kafkacoord.coordinator.clients import GroupAdmin, GroupMember
+from kafkacoord.client import GroupAdmin, GroupMember
+from kafkacoord.client.admin import read_metadata
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
@@ -173,7 +173,7 @@ def test_groups_commands_end_to_end(groups: GroupCluster, prefix: str) -> None:
     from confluent_kafka import Producer
     from typer.testing import CliRunner
 
-    from kafkacoord.coordinator.cli import app
+    from kafkacoord.cli.main import app
 
     topic = _topic(groups.bootstrap, f"{prefix}orders", 2)
     producer = Producer({"bootstrap.servers": groups.bootstrap, "linger.ms": 20})

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafkacoord.client import GroupAdmin, GroupMember
 from kafkacoord.codecs import encode_key
 from kafkacoord.codecs.models import GroupMetadataKey, OffsetCommitKey
-from kafkacoord.coordinator.clients import GroupAdmin, GroupMember
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.storage.clients import admin_client

@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafkacoord.coordinator.clients import GroupAdmin, GroupMember
+from kafkacoord.client import GroupAdmin, GroupMember
 from kafkacoord.coordinator.protocol import ErrorCode
 
 from .cluster import DaemonProcess, fast_daemon_env, start_daemon, wait_until

@@ -8,25 +8,25 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from kafkacoord.client.connector import CoordinatorClient
+from kafkacoord.client.errors import RequestError
+from kafkacoord.client.routes import CONTROLLER, StaticRoutes
 from kafkacoord.codecs import decode_record, encode_key, encode_value
 from kafkacoord.codecs.models import NodeKey, NodeValue
-from kafkacoord.coordinator.clients.connector import CoordinatorClient
-from kafkacoord.coordinator.clients.errors import RequestError
-from kafkacoord.coordinator.clients.routes import CONTROLLER, StaticRoutes
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol.controller_api import RegisterNode, RegisterNodeResponse
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.processor import LoopProcessor, Processor, ShardProcessor
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result
 from kafkacoord.coordinator.runtime.writer import TransactionalWriter
-from kafkacoord.coordinator.services.dispatch import RequestDispatcher, reject
-from kafkacoord.coordinator.wire import Listener
+from kafkacoord.server.services.dispatch import RequestDispatcher, reject
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.errors import PoisonRecordError
 from kafkacoord.storage.fold import metadata_policy
 from kafkacoord.storage.recovery import ShardRecovery
 from kafkacoord.storage.topics import InternalTopics
+from kafkacoord.wire import Listener
 
 from .helpers import append_all, read_partition
 

@@ -14,9 +14,9 @@ import pytest
 import trustme
 from cryptography import x509
 
-from kafkacoord.coordinator.clients.connector import CoordinatorClient
-from kafkacoord.coordinator.clients.errors import RequestError
-from kafkacoord.coordinator.clients.routes import CONTROLLER, StaticRoutes
+from kafkacoord.client.connector import CoordinatorClient
+from kafkacoord.client.errors import RequestError
+from kafkacoord.client.routes import CONTROLLER, StaticRoutes
 from kafkacoord.coordinator.protocol import ALL_APIS, Empty, ErrorCode
 from kafkacoord.coordinator.protocol.controller_api import (
     CreateTopic,
@@ -25,9 +25,9 @@ from kafkacoord.coordinator.protocol.controller_api import (
     ReplicaStatus,
 )
 from kafkacoord.coordinator.runtime.shard import Reply, Request
-from kafkacoord.coordinator.services.dispatch import RequestDispatcher, reject
-from kafkacoord.coordinator.wire import ClientTls, Listener, ListenerLimits, server_context
-from kafkacoord.coordinator.wire.frames import RequestHeader, encode_request
+from kafkacoord.server.services.dispatch import RequestDispatcher, reject
+from kafkacoord.wire import ClientTls, Listener, ListenerLimits, server_context
+from kafkacoord.wire.frames import RequestHeader, encode_request
 from tests.rawwire import closed_by_peer, connect, raw_call, read_response
 
 pytestmark = pytest.mark.integration

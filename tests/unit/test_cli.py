@@ -7,7 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from kafkacoord import __version__
-from kafkacoord.coordinator.cli import app
+from kafkacoord.cli.main import app
 
 runner = CliRunner()
 

@@ -25,7 +25,7 @@ import pytest
 import typer.main
 import yaml  # type: ignore[import-untyped]
 
-from kafkacoord.coordinator.settings import CONFIG_ENV, Settings, load_settings
+from kafkacoord.server.settings import CONFIG_ENV, Settings, load_settings
 from kafkacoord.spark.cli import views_app
 from kafkacoord.storage.broker import free_port
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from kafkacoord.coordinator.settings import load_settings
+from kafkacoord.server.settings import load_settings
 
 EXAMPLE = Path(__file__).parents[2] / "deploy" / "kafkacoord.example.toml"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kafkacoord.client.agent import ReplicaManager, Role
 from kafkacoord.codecs.models import (
     ControllerKey,
     ControllerValue,
@@ -11,7 +12,6 @@ from kafkacoord.codecs.models import (
     TopicKey,
     TopicValue,
 )
-from kafkacoord.coordinator.agent import ReplicaManager, Role
 from kafkacoord.coordinator.runtime.shard import Record
 
 

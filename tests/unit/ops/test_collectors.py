@@ -6,15 +6,15 @@ import importlib.util
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from kafkacoord.coordinator.ops.collectors import (
+from kafkacoord.coordinator.runtime.host import HostState
+from kafkacoord.server.ops.collectors import (
     POISON_MODULE,
     PoisonCollector,
     RecoveryCollector,
     StatusCollector,
     poison_counts_source,
 )
-from kafkacoord.coordinator.ops.status import ControllerStatus, DaemonStatus, ListenerCounts
-from kafkacoord.coordinator.runtime.host import HostState
+from kafkacoord.server.ops.status import ControllerStatus, DaemonStatus, ListenerCounts
 from kafkacoord.storage.cache import ShardId
 from kafkacoord.storage.fold import FoldStats
 from kafkacoord.storage.recovery import ShardLoad

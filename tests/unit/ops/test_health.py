@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kafkacoord.coordinator.ops.health import NOT_READY, READY, evaluate
-from kafkacoord.coordinator.ops.status import ControllerStatus, DaemonStatus, shard_sort_key
 from kafkacoord.coordinator.runtime.host import HostState
+from kafkacoord.server.ops.health import NOT_READY, READY, evaluate
+from kafkacoord.server.ops.status import ControllerStatus, DaemonStatus, shard_sort_key
 
 ACTIVE, LOADING, STOPPED = HostState.ACTIVE, HostState.LOADING, HostState.STOPPED
 CONTROLLER = ControllerStatus(elected=True, active=True, epoch=4, activations=1)

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from kafkacoord.coordinator.ops import DISABLED_PORT, OpsService, StatusSource
-from kafkacoord.coordinator.ops.health import Health, evaluate
-from kafkacoord.coordinator.ops.http import OpsServer, ops_app
-from kafkacoord.coordinator.ops.probe import BrokerProbe
-from kafkacoord.coordinator.ops.status import DaemonStatus
 from kafkacoord.coordinator.runtime.host import HostState
+from kafkacoord.server.ops import DISABLED_PORT, OpsService, StatusSource
+from kafkacoord.server.ops.health import Health, evaluate
+from kafkacoord.server.ops.http import OpsServer, ops_app
+from kafkacoord.server.ops.probe import BrokerProbe
+from kafkacoord.server.ops.status import DaemonStatus
 
 
 def get(url: str) -> tuple[int, str, str]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from kafkacoord.coordinator.ops.observer import PrometheusObserver, shard_kind
 from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.server.ops.observer import PrometheusObserver, shard_kind
 
 
 def test_loads_appends_and_replies_are_recorded() -> None:

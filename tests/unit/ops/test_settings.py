@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from kafkacoord.coordinator.ops import DISABLED_PORT
-from kafkacoord.coordinator.settings import load_settings
+from kafkacoord.server.ops import DISABLED_PORT
+from kafkacoord.server.settings import load_settings
 
 
 def test_defaults_listen_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:

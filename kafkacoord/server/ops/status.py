@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kafkacoord.coordinator.runtime.host import HostState
-from kafkacoord.coordinator.services.controller import ControllerService
-from kafkacoord.coordinator.services.dispatch import RequestDispatcher
-from kafkacoord.coordinator.services.groups import GroupService
-from kafkacoord.coordinator.wire import Listener
+from kafkacoord.server.services.controller import ControllerService
+from kafkacoord.server.services.dispatch import RequestDispatcher
+from kafkacoord.server.services.groups import GroupService
+from kafkacoord.wire import Listener
 
 
 @dataclass(frozen=True, slots=True)

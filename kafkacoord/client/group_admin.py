@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from kafkacoord.coordinator.groups.assignors.common import TopicPartition
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.coordinator.wire import ClientTls
+from kafkacoord.wire import ClientTls
 
 from .base import GroupChannel
 

@@ -11,11 +11,11 @@ from typing import Annotated
 import typer
 from confluent_kafka import Consumer, TopicPartition
 
-from kafkacoord.coordinator.admin.render import table
-from kafkacoord.coordinator.cli_admin import BootstrapOption, ConfigOption, fail, resolve_settings
-from kafkacoord.coordinator.clients import GroupAdmin
-from kafkacoord.coordinator.clients.errors import RequestError
-from kafkacoord.coordinator.clients.group_member import broker_partition_counts
+from kafkacoord.cli.common import BootstrapOption, ConfigOption, fail, resolve_settings
+from kafkacoord.cli.render import table
+from kafkacoord.client import GroupAdmin
+from kafkacoord.client.errors import RequestError
+from kafkacoord.client.group_member import broker_partition_counts
 from kafkacoord.coordinator.groups.consumer_protocol import ConsumerProtocolError, decode_assignment
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.storage.clients import base_config

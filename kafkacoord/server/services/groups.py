@@ -18,9 +18,9 @@ from collections.abc import Callable
 
 import structlog
 
+from kafkacoord.client.agent import NodeAgent
 from kafkacoord.codecs import encode_record
 from kafkacoord.codecs.models import PartitionValue, ShardLeaderKey, ShardLeaderValue
-from kafkacoord.coordinator.agent import NodeAgent
 from kafkacoord.coordinator.groups.config import GroupConfig
 from kafkacoord.coordinator.groups.shard import GroupShard
 from kafkacoord.coordinator.protocol import ErrorCode
@@ -29,7 +29,7 @@ from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
 from kafkacoord.coordinator.runtime.processor import Processor, ShardProcessor
 from kafkacoord.coordinator.runtime.shard import Request
-from kafkacoord.coordinator.settings import Settings
+from kafkacoord.server.settings import Settings
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.fold import offsets_policy

@@ -20,8 +20,8 @@ from kafkacoord.coordinator.controller.config import (
     InternalTopicSpec,
 )
 from kafkacoord.coordinator.groups.config import GroupConfig
-from kafkacoord.coordinator.wire import ClientTls, ListenerLimits
 from kafkacoord.storage.topics import InternalTopics
+from kafkacoord.wire import ClientTls, ListenerLimits
 
 CONFIG_ENV = "KAFKACOORD_CONFIG"
 

@@ -15,25 +15,24 @@ from types import FrameType
 
 import structlog
 
-from kafkacoord.coordinator.agent import NodeAgent
-from kafkacoord.coordinator.clients.errors import RequestError
-from kafkacoord.coordinator.clients.routes import LISTENER_ENDPOINT
+from kafkacoord.client.agent import NodeAgent
+from kafkacoord.client.errors import RequestError
+from kafkacoord.client.routes import LISTENER_ENDPOINT
 from kafkacoord.coordinator.controller.config import COORDINATOR_ROLE
-from kafkacoord.coordinator.ops import OpsService, StatusSource
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.runtime.processor import LoopProcessor
 from kafkacoord.coordinator.runtime.shard import Request
-from kafkacoord.coordinator.services.controller import ControllerService
-from kafkacoord.coordinator.services.dispatch import RequestDispatcher, reject
-from kafkacoord.coordinator.services.groups import GroupService
-from kafkacoord.coordinator.services.rebirth import recreate_topics, wipe_cache
-from kafkacoord.coordinator.services.watchdog import (
+from kafkacoord.server.ops import OpsService, StatusSource
+from kafkacoord.server.services.controller import ControllerService
+from kafkacoord.server.services.dispatch import RequestDispatcher, reject
+from kafkacoord.server.services.groups import GroupService
+from kafkacoord.server.services.rebirth import recreate_topics, wipe_cache
+from kafkacoord.server.services.watchdog import (
     BrokerWatchdog,
     IdentityChange,
     TopicIdentityProbe,
 )
-from kafkacoord.coordinator.settings import Settings
-from kafkacoord.coordinator.wire import Listener, server_context
+from kafkacoord.server.settings import Settings
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client, broker_count, replay_consumer
@@ -43,6 +42,7 @@ from kafkacoord.storage.kafka_broker import KafkaBroker
 from kafkacoord.storage.poison import add_strict_listener, remove_strict_listener, set_strict
 from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
 from kafkacoord.storage.topics import ensure_topics
+from kafkacoord.wire import Listener, server_context
 
 log = structlog.get_logger(__name__)
 

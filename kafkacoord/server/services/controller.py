@@ -24,7 +24,7 @@ from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
 from kafkacoord.coordinator.runtime.shard import Request
 from kafkacoord.coordinator.runtime.writer import TransactionalWriter
-from kafkacoord.coordinator.settings import Settings
+from kafkacoord.server.settings import Settings
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.fold import metadata_policy

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.coordinator.protocol import Body
-from kafkacoord.coordinator.wire import ClientTls
+from kafkacoord.wire import ClientTls
 
 from .connector import CoordinatorClient, shared_client
 from .errors import B

@@ -8,13 +8,13 @@ from typing import Annotated, Any
 
 import typer
 
-from kafkacoord.coordinator.admin import read_metadata
-from kafkacoord.coordinator.admin.render import table
-from kafkacoord.coordinator.cli_admin import BootstrapOption, ConfigOption, fail, resolve_settings
-from kafkacoord.coordinator.clients import GroupAdmin
-from kafkacoord.coordinator.clients.errors import RequestError
-from kafkacoord.coordinator.ops.summary import TP, cluster_summary, group_lag
-from kafkacoord.coordinator.settings import Settings
+from kafkacoord.cli.common import BootstrapOption, ConfigOption, fail, resolve_settings
+from kafkacoord.cli.render import table
+from kafkacoord.client import GroupAdmin
+from kafkacoord.client.admin import read_metadata
+from kafkacoord.client.errors import RequestError
+from kafkacoord.server.ops.summary import TP, cluster_summary, group_lag
+from kafkacoord.server.settings import Settings
 from kafkacoord.storage.errors import StorageError
 from kafkacoord.storage.watermarks import log_end_offsets
 

@@ -24,14 +24,14 @@ from typing import Any
 import structlog
 
 from kafkacoord.coordinator.protocol import ALL_APIS, Body, ErrorCode, encode_body
-from kafkacoord.coordinator.wire import (
+from kafkacoord.storage.topics import InternalTopics
+from kafkacoord.wire import (
     ClientTls,
     Connection,
     ConnectionLostError,
     RequestHeader,
     ResponseFrame,
 )
-from kafkacoord.storage.topics import InternalTopics
 
 from .errors import B, RequestError, RequestTimeoutError
 from .routes import CONTROLLER, Routes, RouteTable, describe

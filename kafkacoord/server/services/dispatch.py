@@ -22,8 +22,8 @@ from kafkacoord.coordinator.protocol import (
 )
 from kafkacoord.coordinator.protocol.apis import encode_body
 from kafkacoord.coordinator.runtime.shard import Reply, Request, RequestRef
-from kafkacoord.coordinator.wire import RequestHeader, ServerConnection
-from kafkacoord.coordinator.wire.frames import encode_response
+from kafkacoord.wire import RequestHeader, ServerConnection
+from kafkacoord.wire.frames import encode_response
 
 log = structlog.get_logger(__name__)
 

@@ -10,9 +10,9 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from kafkacoord import __version__
-from kafkacoord.coordinator import cli_admin, cli_status, logs
-from kafkacoord.coordinator.settings import load_settings
+from kafkacoord import __version__, logs
+from kafkacoord.cli import groups, leaders, nodes, reassign, status, topics
+from kafkacoord.server.settings import load_settings
 from kafkacoord.storage.errors import StorageError
 
 app = typer.Typer(
@@ -53,7 +53,7 @@ def daemon(
     ] = None,
 ) -> None:
     """Run the daemon until SIGINT or SIGTERM."""
-    from kafkacoord.coordinator.daemon import Daemon
+    from kafkacoord.server.daemon import Daemon
 
     try:
         settings = load_settings(
@@ -82,8 +82,23 @@ def version() -> None:
     typer.echo(f"kafkacoord {__version__}")
 
 
-cli_admin.register(app)
-cli_status.register(app)
+app.add_typer(topics.topics_app, name="topics")
+app.add_typer(nodes.nodes_app, name="nodes")
+app.add_typer(reassign.reassign_app, name="reassign")
+app.command("elect-leaders")(leaders.elect_leaders)
+app.command("shutdown-node")(leaders.shutdown_node)
+app.add_typer(groups.groups_app, name="groups")
+status.register(app)
+
+
+def _views() -> None:
+    # The views commands import Spark only when they run, so this costs nothing.
+    from kafkacoord.spark.cli import views_app
+
+    app.add_typer(views_app, name="views")
+
+
+_views()
 
 
 def main() -> None:

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from kafkacoord.coordinator.clients.connector import shared_client
-from kafkacoord.coordinator.clients.errors import B, RequestError
-from kafkacoord.coordinator.clients.follower import MetadataFollower
-from kafkacoord.coordinator.clients.routes import CONTROLLER
+from kafkacoord.client.connector import shared_client
+from kafkacoord.client.errors import B, RequestError
+from kafkacoord.client.follower import MetadataFollower
+from kafkacoord.client.routes import CONTROLLER
 from kafkacoord.coordinator.controller.image import MetadataImage
 from kafkacoord.coordinator.protocol import Body, Empty, ErrorCode, TopicPartitionRef
 from kafkacoord.coordinator.protocol import controller_api as api
-from kafkacoord.coordinator.wire import ClientTls
 from kafkacoord.storage.topics import InternalTopics
+from kafkacoord.wire import ClientTls
 
 
 def read_metadata(bootstrap: str, topic: str, timeout_s: float = 30.0) -> MetadataImage:

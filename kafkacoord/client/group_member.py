@@ -37,7 +37,7 @@ from kafkacoord.coordinator.groups.consumer_protocol import (
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.coordinator.protocol.base import Empty
-from kafkacoord.coordinator.wire import ClientTls
+from kafkacoord.wire import ClientTls
 
 from .base import GroupChannel
 from .errors import RequestError

@@ -20,15 +20,15 @@ from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
+from kafkacoord.client.connector import shared_client
+from kafkacoord.client.errors import RequestError
+from kafkacoord.client.follower import MetadataFollower
+from kafkacoord.client.routes import CONTROLLER
 from kafkacoord.codecs.models import NodeKey, NodeValue, PartitionValue
-from kafkacoord.coordinator.clients.connector import shared_client
-from kafkacoord.coordinator.clients.errors import RequestError
-from kafkacoord.coordinator.clients.follower import MetadataFollower
-from kafkacoord.coordinator.clients.routes import CONTROLLER
 from kafkacoord.coordinator.protocol import ALL_APIS, Body, ErrorCode, TopicPartitionRef
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Record
-from kafkacoord.coordinator.wire import ClientTls
+from kafkacoord.wire import ClientTls
 
 from .replicas import PartitionHandler, ReplicaManager, Transition, deliver
 

@@ -1,0 +1,151 @@
+"""``kafkacoord reassign``, after kafka-reassign-partitions: generate, execute, verify, cancel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kafkacoord.cli.common import (
+    BootstrapOption,
+    ConfigOption,
+    admin_session,
+    fail,
+)
+from kafkacoord.cli.reassign_files import (
+    format_reassignment,
+    parse_reassignment,
+    parse_topics_to_move,
+    propose,
+)
+from kafkacoord.cli.render import reassignment_lines
+from kafkacoord.coordinator.protocol import ErrorCode
+
+reassign_app = typer.Typer(
+    help="Partition reassignment, with kafka-reassign-partitions' JSON files.",
+    no_args_is_help=True,
+)
+FileOption = Annotated[
+    Path, typer.Option("--reassignment-json-file", exists=True, dir_okay=False, readable=True)
+]
+
+
+@reassign_app.command("generate")
+def reassign_generate(
+    topics_to_move_json_file: Annotated[
+        Path, typer.Option(exists=True, dir_okay=False, readable=True)
+    ],
+    broker_list: Annotated[str, typer.Option(help="Target node ids, e.g. 4,5,6.")],
+    disable_rack_aware: Annotated[
+        bool, typer.Option("--disable-rack-aware", help="Ignore racks in placement.")
+    ] = False,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Propose a reassignment of whole topics onto --broker-list."""
+    try:
+        wanted = [int(b) for b in broker_list.split(",")]
+    except ValueError:
+        fail(f"--broker-list expects ids like 1,2,3, got {broker_list!r}", 2)
+    with admin_session(config, bootstrap) as admin:
+        topics = parse_topics_to_move(topics_to_move_json_file.read_text())
+        image = admin.metadata()
+        missing = [t for t in topics if image.topic(t) is None]
+        if missing:
+            fail(f"unknown topics: {', '.join(missing)}")
+        unknown = [b for b in wanted if image.node(b) is None]
+        if unknown:
+            fail(f"unknown nodes in --broker-list: {unknown}")
+        current = {
+            (v.topic, v.partition): v.replicas for t in topics for v in image.partitions_of(t)
+        }
+        nodes = {b: (image.node(b).rack if image.node(b) else None) for b in wanted}  # type: ignore[union-attr]
+        proposal = propose(current, nodes, rack_aware=not disable_rack_aware)
+    typer.echo("Current partition replica assignment")
+    typer.echo(format_reassignment(current))
+    typer.echo("")
+    typer.echo("Proposed partition reassignment configuration")
+    typer.echo(format_reassignment(proposal))
+
+
+@reassign_app.command("execute")
+def reassign_execute(
+    reassignment_json_file: FileOption,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Start the reassignments in the file."""
+    with admin_session(config, bootstrap) as admin:
+        targets = parse_reassignment(reassignment_json_file.read_text())
+        image = admin.metadata()
+        current = {tp: list(v.replicas) for tp in targets if (v := image.partition(*tp))}
+        typer.echo("Current partition replica assignment\n")
+        typer.echo(format_reassignment(current))
+        typer.echo("\nSave this to use as the --reassignment-json-file option during rollback")
+        results = admin.alter_reassignments(dict(targets.items()))
+    _report(results, "Successfully started partition reassignment", "start reassignment")
+
+
+@reassign_app.command("verify")
+def reassign_verify(
+    reassignment_json_file: FileOption,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Report, per partition, whether its reassignment is complete."""
+    with admin_session(config, bootstrap) as admin:
+        targets = parse_reassignment(reassignment_json_file.read_text())
+        image = admin.metadata()
+    pending = False
+    typer.echo("Status of partition reassignment:")
+    for (topic, partition), replicas in sorted(targets.items()):
+        value = image.partition(topic, partition)
+        if value is None:
+            typer.echo(f"Partition {topic}-{partition} does not exist.")
+            pending = True
+        elif value.reassignment is None and list(value.replicas) == replicas:
+            typer.echo(f"Reassignment of partition {topic}-{partition} is completed.")
+        elif value.reassignment is not None:
+            typer.echo(f"Reassignment of partition {topic}-{partition} is still in progress.")
+            pending = True
+        else:
+            typer.echo(
+                f"There is no active reassignment of partition {topic}-{partition}, "
+                f"but replica set is {list(value.replicas)} rather than {replicas}."
+            )
+            pending = True
+    if pending:
+        raise typer.Exit(1)
+
+
+@reassign_app.command("cancel")
+def reassign_cancel(
+    reassignment_json_file: FileOption,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Cancel the reassignments in the file: each partition reverts to its original replicas."""
+    with admin_session(config, bootstrap) as admin:
+        targets = parse_reassignment(reassignment_json_file.read_text())
+        results = admin.alter_reassignments(dict.fromkeys(targets))
+    _report(results, "Successfully cancelled partition reassignment", "cancel reassignment")
+
+
+@reassign_app.command("list")
+def reassign_list(config: ConfigOption = None, bootstrap: BootstrapOption = None) -> None:
+    """Reassignments in flight or queued."""
+    with admin_session(config, bootstrap) as admin:
+        image = admin.metadata()
+    for line in reassignment_lines(image):
+        typer.echo(line)
+
+
+def _report(results: list, done: str, verb: str) -> None:  # type: ignore[type-arg]
+    failed = [r for r in results if r.error is not ErrorCode.NONE]
+    for r in failed:
+        typer.echo(f"Error: failed to {verb} for {r.topic}-{r.partition}: "
+                   f"{r.error.name}: {r.message or ''}", err=True)  # fmt: skip
+    if failed:
+        raise typer.Exit(1)
+    typer.echo(f"{done} for {', '.join(f'{r.topic}-{r.partition}' for r in results)}")

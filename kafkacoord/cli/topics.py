@@ -1,0 +1,122 @@
+"""``kafkacoord topics``, after kafka-topics: create, list, describe, delete, add-partitions."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kafkacoord.cli.common import (
+    BootstrapOption,
+    ConfigOption,
+    TopicOption,
+    admin_session,
+    fail,
+    parse_configs,
+    parse_replica_assignment,
+)
+from kafkacoord.cli.render import describe_topics
+
+topics_app = typer.Typer(
+    help="Create, list, describe, delete and grow topics.", no_args_is_help=True
+)
+
+
+@topics_app.command("create")
+def topics_create(
+    topic: TopicOption,
+    partitions: Annotated[int, typer.Option(help="Partition count (num.partitions).")] = -1,
+    replication_factor: Annotated[
+        int, typer.Option(help="Replicas per partition (default.replication.factor).")
+    ] = -1,
+    config_entry: Annotated[
+        list[str] | None, typer.Option("--config-entry", help="Topic config key=value.")
+    ] = None,
+    replica_assignment: Annotated[
+        str | None, typer.Option(help="Explicit placement, e.g. 1:2:3,2:3:1.")
+    ] = None,
+    disable_rack_aware: Annotated[
+        bool, typer.Option("--disable-rack-aware", help="Ignore racks in placement.")
+    ] = False,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Create a topic; placement follows Kafka's AdminUtils."""
+    assignment = None
+    if replica_assignment is not None:
+        assignment = dict(enumerate(parse_replica_assignment(replica_assignment)))
+    with admin_session(config, bootstrap) as admin:
+        created = admin.create_topic(
+            topic, partitions, replication_factor, replica_assignment=assignment,
+            configs=parse_configs(config_entry or []), rack_aware=not disable_rack_aware,
+        )  # fmt: skip
+    typer.echo(f"Created topic {topic}.")
+    for partition, replicas in sorted(created.assignment.items()):
+        typer.echo(f"\tPartition: {partition}\tReplicas: {','.join(map(str, replicas))}")
+
+
+@topics_app.command("list")
+def topics_list(config: ConfigOption = None, bootstrap: BootstrapOption = None) -> None:
+    """List topic names."""
+    with admin_session(config, bootstrap) as admin:
+        image = admin.metadata()
+    for name in sorted(image.topics):
+        typer.echo(name)
+
+
+@topics_app.command("describe")
+def topics_describe(
+    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Only this topic.")] = None,
+    under_replicated_partitions: Annotated[
+        bool, typer.Option("--under-replicated-partitions", help="Only ISR < replicas.")
+    ] = False,
+    unavailable_partitions: Annotated[
+        bool, typer.Option("--unavailable-partitions", help="Only leaderless partitions.")
+    ] = False,
+    under_min_isr_partitions: Annotated[
+        bool, typer.Option("--under-min-isr-partitions", help="Only ISR < min.insync.replicas.")
+    ] = False,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Describe topics with kafka-topics' columns."""
+    with admin_session(config, bootstrap) as admin:
+        image = admin.metadata()
+    if topic is not None and image.topic(topic) is None:
+        fail(f"Topic '{topic}' does not exist.")
+    for line in describe_topics(
+        image, [topic] if topic else None, under_replicated=under_replicated_partitions,
+        unavailable=unavailable_partitions, under_min_isr=under_min_isr_partitions,
+    ):  # fmt: skip
+        typer.echo(line)
+
+
+@topics_app.command("delete")
+def topics_delete(
+    topic: TopicOption, config: ConfigOption = None, bootstrap: BootstrapOption = None
+) -> None:
+    """Queue a topic for deletion: replicas stop, then its records are tombstoned."""
+    with admin_session(config, bootstrap) as admin:
+        admin.delete_topic(topic)
+    typer.echo(f"Topic {topic} is marked for deletion.")
+
+
+@topics_app.command("add-partitions")
+def topics_add_partitions(
+    topic: TopicOption,
+    partitions: Annotated[int, typer.Option(help="The new total partition count.")],
+    replica_assignment: Annotated[
+        str | None, typer.Option(help="Replicas of the new partitions, e.g. 1:2,2:3.")
+    ] = None,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Grow a topic to --partitions partitions."""
+    assignment = (
+        None if replica_assignment is None else parse_replica_assignment(replica_assignment)
+    )
+    with admin_session(config, bootstrap) as admin:
+        created = admin.create_partitions(topic, partitions, assignment)
+    for partition, replicas in sorted(created.assignment.items()):
+        typer.echo(f"\tPartition: {partition}\tReplicas: {','.join(map(str, replicas))}")
+    typer.echo(f"Topic {topic} now has {partitions} partitions.")
