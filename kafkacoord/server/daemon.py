@@ -22,6 +22,7 @@ from kafkacoord.coordinator.controller.config import COORDINATOR_ROLE
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.runtime.processor import LoopProcessor
 from kafkacoord.coordinator.runtime.shard import Request
+from kafkacoord.server import embedded
 from kafkacoord.server.ops import OpsService, StatusSource
 from kafkacoord.server.services.controller import ControllerService
 from kafkacoord.server.services.dispatch import RequestDispatcher, reject
@@ -41,6 +42,7 @@ from kafkacoord.storage.fold import FoldPolicy, metadata_policy, offsets_policy
 from kafkacoord.storage.kafka_broker import KafkaBroker
 from kafkacoord.storage.poison import add_strict_listener, remove_strict_listener, set_strict
 from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
+from kafkacoord.storage.reseed import reseed
 from kafkacoord.storage.topics import ensure_topics
 from kafkacoord.wire import Listener, server_context
 
@@ -137,6 +139,8 @@ class Daemon:
 
         self.state.identities = ensure_topics(admin, s.topics.specs(), replication_factor=rf)
         self._cache = self._open_cache()
+        if self._broker is not None:
+            self._reseed_embedded(bootstrap)
         topics = s.topics
         self._start_listener()
         self._load_shards()
@@ -263,9 +267,11 @@ class Daemon:
                     self._stop.wait(1.0)
 
     def _rebuild(self, previous: dict[str, str]) -> None:
-        assert self._cache is not None and self._probe is not None
+        assert self._cache is not None
         s, bootstrap = self.settings, self.state.bootstrap
         started = time.monotonic()
+        # A new client: the old one holds the lost topics' ids in its metadata cache.
+        self._probe = TopicIdentityProbe(bootstrap, client_id=f"kafkacoord-{s.node_id}-probe")
         admin = admin_client(bootstrap, f"kafkacoord-{s.node_id}-admin")
         rf = min(s.offsets_replication_factor, broker_count(admin, bootstrap))
         self.state.identities = recreate_topics(
@@ -282,23 +288,40 @@ class Daemon:
         # The broker gets SIGKILL when the thread that starts it ends (PR_SET_PDEATHSIG), so
         # this runs on the daemon's main thread, from start(); never from a worker thread.
         s = self.settings
+        previous = embedded.remembered(s.data_dir)
+        embedded.stop_stale(previous)
+        port = embedded.choose_port(s.embedded_broker_port, previous, s.embedded_broker)
         if s.embedded_broker == "kafka":
             self._broker = KafkaBroker(
-                s.data_dir / "kafka", port=s.embedded_broker_port, log_path=s.data_dir / "kafka.log"
+                s.data_dir / "kafka", port=port, log_path=s.data_dir / "kafka.log"
             )
         else:
-            self._broker = EmbeddedBroker(
-                port=s.embedded_broker_port, log_path=s.data_dir / "tansu.log"
-            )
+            self._broker = EmbeddedBroker(port=port, log_path=s.data_dir / "tansu.log")
         self._broker.start()
+        assert self._broker.pid is not None
+        embedded.remember(
+            s.data_dir,
+            embedded.BrokerRecord(s.embedded_broker, self._broker.port, self._broker.pid),
+        )
         # Lets the admin commands on this machine find the embedded broker.
         (s.data_dir / "bootstrap").write_text(self._broker.bootstrap)
         return self._broker.bootstrap
 
+    def _reseed_embedded(self, bootstrap: str) -> None:
+        """A fresh embedded broker gets the cache's state back before anything is served."""
+        assert self._cache is not None
+        s = self.settings
+        partitions = {s.topics.metadata: 1, s.topics.offsets: s.offsets_partitions}
+        stats = reseed(self._cache, bootstrap, self.state.identities, partitions,
+                       client_id=f"kafkacoord-{s.node_id}-reseed")  # fmt: skip
+        if stats.shards:
+            log.info("embedded broker re-seeded from the cache", shards=stats.shards,
+                     records=stats.records, seconds=round(stats.seconds, 3))  # fmt: skip
+
     def _open_cache(self) -> StateCache:
         path = self.settings.data_dir / "cache"
         try:
-            return StateCache(path)
+            return StateCache(path, sync=self.settings.sync_cache)
         except Exception as exc:
             if "lock" in str(exc).lower():
                 raise CacheLockedError(

@@ -121,7 +121,14 @@ class Settings(BaseSettings):
         600_000, ge=1, description="offsets.retention.check.interval.ms"
     )
     offsets_commit_timeout_ms: int = Field(5000, ge=1, description="offsets.commit.timeout.ms")
-    embedded_broker_port: int | None = Field(None, description="Port of the embedded broker.")
+    embedded_broker_port: int | None = Field(
+        None, description="Port of the embedded broker; unset reuses the last one (data_dir)."
+    )
+    cache_sync: bool | None = Field(
+        None,
+        description="Sync the cache's WAL before answering; unset: on with an embedded broker, "
+        "whose data the cache is the durable copy of.",
+    )
     embedded_broker: Literal["tansu", "kafka"] = Field(
         "tansu", description="Embedded broker without bootstrap: tansu (memory) or Apache Kafka."
     )
@@ -131,6 +138,14 @@ class Settings(BaseSettings):
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["console", "json"] = "console"
+
+    @property
+    def embedded(self) -> bool:
+        return self.bootstrap is None
+
+    @property
+    def sync_cache(self) -> bool:
+        return self.embedded if self.cache_sync is None else self.cache_sync
 
     @model_validator(mode="after")
     def _tls_is_whole(self) -> Settings:

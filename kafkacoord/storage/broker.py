@@ -39,6 +39,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        # As a broker binds: a port in TIME_WAIT after the last one is still usable.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
 class EmbeddedBroker:
     """A tansu broker on 127.0.0.1 with ``memory://`` storage.
 

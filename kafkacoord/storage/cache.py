@@ -2,14 +2,17 @@
 
 Layout inside one RocksDB (raw bytes everywhere)::
 
-    <shard> b"d" <record key>             -> <expires_at: i64 BE> <record value>
+    <shard> b"d" <record key>             -> <expires_at: i64 BE> <offset: i64 BE> <record value>
     <shard> b"x" <expires_at: u64 BE> <record key> -> b""
-    <shard> b"m" <name>                   -> checkpoint fields
+    <shard> b"m" <name>                   -> checkpoint fields and the layout's format
 
 ``<shard>`` is ``len(topic): u8, topic, partition: u32 BE``, so one shard is one
 contiguous range: dropping it is a single range delete. The checkpoint (next
 offset to read, topic identity, wall time) is written in the same write batch
-as the records it covers, so the cache is always a prefix of the log.
+as the records it covers, so the cache is always a prefix of the log. Each value
+keeps the offset it was written at, so the live keys can be written again in log
+order (the embedded broker's re-seed). A shard written in another format has no
+checkpoint: it is rebuilt from the log.
 """
 
 from __future__ import annotations
@@ -17,17 +20,21 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, cast
 
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
 NO_EXPIRY: Final = -1
 _I64 = struct.Struct(">q")
 _U64 = struct.Struct(">Q")
 _DATA, _INDEX, _META = b"d", b"x", b"m"
 _META_OFFSET, _META_IDENTITY, _META_WRITTEN = b"offset", b"identity", b"written_ms"
+_META_FORMAT = b"format"
+FORMAT: Final = b"2"  # 2: values carry their log offset
+_HEAD = struct.Struct(">qq")  # expires_at, offset
+NO_OFFSET: Final = -1
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -61,6 +68,18 @@ class Change:
 
     value: bytes | None
     expires_at: int = NO_EXPIRY
+    # Where the record sits in the log: bookkeeping, not state, so not compared.
+    offset: int = field(default=NO_OFFSET, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One live key as cached: its record and where the record sits in the log."""
+
+    key: bytes
+    value: bytes
+    offset: int
+    expires_at: int
 
 
 def _successor(prefix: bytes) -> bytes:
@@ -74,15 +93,20 @@ def _successor(prefix: bytes) -> bytes:
 class StateCache:
     """The daemon's RocksDB; hands out one :class:`ShardStore` per shard."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, sync: bool = False) -> None:
+        """``sync``: every write waits for its WAL to reach the disk (the cache is then
+        the durable copy, as with a broker that keeps nothing on restart)."""
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         self._db = Rdict(str(self.path), options)
+        self.sync = sync
+        self._write_options = WriteOptions()
+        self._write_options.sync = sync
 
     def shard(self, shard: ShardId) -> ShardStore:
-        return ShardStore(self._db, shard)
+        return ShardStore(self._db, shard, self._write_options)
 
     def shards(self) -> list[ShardId]:
         """Every shard that has a checkpoint in this cache."""
@@ -110,8 +134,9 @@ class StateCache:
 class ShardStore:
     """Reads and atomic writes of one shard's key space."""
 
-    def __init__(self, db: Rdict, shard: ShardId) -> None:
+    def __init__(self, db: Rdict, shard: ShardId, write_options: WriteOptions) -> None:
         self._db = db
+        self._write_options = write_options
         self.shard = shard
         self._prefix = shard.prefix
         self._data = self._prefix + _DATA
@@ -121,10 +146,10 @@ class ShardStore:
     # -- reads ---------------------------------------------------------------
 
     def checkpoint(self) -> Checkpoint | None:
-        offset, identity, written = self._get_many(
-            [self._meta + n for n in (_META_OFFSET, _META_IDENTITY, _META_WRITTEN)]
+        offset, identity, written, layout = self._get_many(
+            [self._meta + n for n in (_META_OFFSET, _META_IDENTITY, _META_WRITTEN, _META_FORMAT)]
         )
-        if offset is None or identity is None or written is None:
+        if offset is None or identity is None or written is None or layout != FORMAT:
             return None
         return Checkpoint(_I64.unpack(offset)[0], identity.decode(), _I64.unpack(written)[0])
 
@@ -134,22 +159,32 @@ class ShardStore:
 
     def get(self, key: bytes) -> bytes | None:
         stored: bytes | None = self._db.get(self._data + key)
-        return None if stored is None else stored[_I64.size :]
+        return None if stored is None else stored[_HEAD.size :]
 
     def get_many(self, keys: list[bytes]) -> list[bytes | None]:
         stored = self._get_many([self._data + k for k in keys])
-        return [None if s is None else s[_I64.size :] for s in stored]
+        return [None if s is None else s[_HEAD.size :] for s in stored]
 
     def expires_at(self, key: bytes) -> int | None:
         stored: bytes | None = self._db.get(self._data + key)
-        return None if stored is None else int(_I64.unpack_from(stored)[0])
+        return None if stored is None else int(_HEAD.unpack_from(stored)[0])
 
     def items(self, key_prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """(record key, record value) in key order, optionally under a key prefix."""
         start = self._data + key_prefix
         skip = len(self._data)
         for key, stored in self._scan(start):
-            yield key[skip:], stored[_I64.size :]
+            yield key[skip:], stored[_HEAD.size :]
+
+    def entries(self) -> list[Entry]:
+        """Every live key with its offset, in log order (keys of unknown offset first)."""
+        skip = len(self._data)
+        found = []
+        for key, stored in self._scan(self._data):
+            expires_at, offset = _HEAD.unpack_from(stored)
+            found.append(Entry(key[skip:], stored[_HEAD.size :], offset, expires_at))
+        found.sort(key=lambda e: e.offset)
+        return found
 
     def expiring_before(self, timestamp_ms: int) -> Iterator[tuple[int, bytes]]:
         """(expires_at, record key) for every key expiring before ``timestamp_ms``: a range scan."""
@@ -191,7 +226,7 @@ class ShardStore:
             previous = self._get_many([self._data + k for k in keys])
             for key, old in zip(keys, previous, strict=True):
                 if old is not None:
-                    old_expiry = _I64.unpack_from(old)[0]
+                    old_expiry = _HEAD.unpack_from(old)[0]
                     if old_expiry != NO_EXPIRY:
                         batch.delete(self._index_key(old_expiry, key))
                 change = changes[key]
@@ -199,14 +234,35 @@ class ShardStore:
                     if old is not None:
                         batch.delete(self._data + key)
                     continue
-                batch.put(self._data + key, _I64.pack(change.expires_at) + change.value)
+                head = _HEAD.pack(change.expires_at, change.offset)
+                batch.put(self._data + key, head + change.value)
                 if change.expires_at != NO_EXPIRY:
                     batch.put(self._index_key(change.expires_at, key), b"")
         stamp = int(time.time() * 1000) if now_ms is None else now_ms
         batch.put(self._meta + _META_OFFSET, _I64.pack(next_offset))
         batch.put(self._meta + _META_IDENTITY, identity.encode())
         batch.put(self._meta + _META_WRITTEN, _I64.pack(stamp))
-        self._db.write(batch)
+        batch.put(self._meta + _META_FORMAT, FORMAT)
+        self._db.write(batch, self._write_options)
+
+    def rewrite(self, entries: list[Entry], *, next_offset: int, identity: str) -> None:
+        """Replace the whole shard by ``entries`` and a new checkpoint, atomically.
+
+        After a re-seed the same keys live at new offsets of a new topic; a crash
+        leaves either the old shard or the new one, never a mix.
+        """
+        batch = WriteBatch(raw_mode=True)
+        batch.delete_range(self._prefix, _successor(self._prefix))
+        for entry in entries:
+            batch.put(self._data + entry.key,
+                      _HEAD.pack(entry.expires_at, entry.offset) + entry.value)  # fmt: skip
+            if entry.expires_at != NO_EXPIRY:
+                batch.put(self._index_key(entry.expires_at, entry.key), b"")
+        batch.put(self._meta + _META_OFFSET, _I64.pack(next_offset))
+        batch.put(self._meta + _META_IDENTITY, identity.encode())
+        batch.put(self._meta + _META_WRITTEN, _I64.pack(int(time.time() * 1000)))
+        batch.put(self._meta + _META_FORMAT, FORMAT)
+        self._db.write(batch, self._write_options)
 
     def _index_key(self, expires_at: int, key: bytes) -> bytes:
         # Times before the epoch sort as 0: already expired, and unsigned-encodable.
@@ -216,4 +272,4 @@ class ShardStore:
         """Drop the whole shard, checkpoint included (before a rebuild)."""
         batch = WriteBatch(raw_mode=True)
         batch.delete_range(self._prefix, _successor(self._prefix))
-        self._db.write(batch)
+        self._db.write(batch, self._write_options)

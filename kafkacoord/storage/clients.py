@@ -45,6 +45,10 @@ def base_config(bootstrap: str, client_id: str, **extra: Any) -> dict[str, Any]:
         "bootstrap.servers": bootstrap,
         "client.id": client_id,
         "logger": logging.getLogger("librdkafka"),
+        # A topic appears only when kafkacoord creates it, with its configs. On a broker
+        # that lost its topics an auto-created one also gives librdkafka a second new
+        # topic id to swap in, and that swap has crashed it (librdkafka #4964).
+        "allow.auto.create.topics": False,
         **extra,
     }
 

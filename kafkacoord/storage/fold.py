@@ -133,14 +133,15 @@ class ChunkFolder:
             raise _PoisonError(known)
         return known
 
-    def _change(self, raw_key: bytes, key: AvroModel, raw_value: bytes | None) -> Change:
+    def _change(self, raw_key: bytes, key: AvroModel, msg: Message) -> Change:
+        raw_value = msg.value()
         if raw_value is None:
             return Change(None)
         try:
             value = decode_value(RecordType(raw_key[0]), raw_value)
         except CodecError as exc:
             raise _PoisonError(str(exc)) from exc
-        return Change(raw_value, self.policy.expiry(key, value))
+        return Change(raw_value, self.policy.expiry(key, value), _offset(msg))
 
     def _poison(self, partition: int, offset: int, reason: str, stats: FoldStats) -> None:
         record_poison(self.topic, partition, offset, reason, strict=self.strict)
@@ -165,7 +166,7 @@ class ChunkFolder:
             assert raw_key is not None
             for msg in self._with_key(messages, raw_key, index + 1):
                 try:
-                    changes[raw_key] = self._change(raw_key, key, msg.value())
+                    changes[raw_key] = self._change(raw_key, key, msg)
                     break
                 except _PoisonError as bad:
                     self._poison(partition, _offset(msg), bad.reason, stats)
@@ -201,7 +202,7 @@ class ChunkFolder:
             if fenced and not self._admit(value):
                 stats.fenced += 1
                 continue
-            changes[raw_key] = Change(raw_value, self.policy.expiry(key, value))
+            changes[raw_key] = Change(raw_value, self.policy.expiry(key, value), _offset(msg))
         stats.tombstones = sum(1 for c in changes.values() if c.value is None)
         return changes
 

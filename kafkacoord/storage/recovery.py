@@ -122,6 +122,7 @@ class ShardRecovery:
         store = self._cache.shard(shard)
         checkpoint = store.checkpoint()
         if checkpoint is None:
+            store.clear()  # nothing, or a shard of another cache format: the log decides
             return ShardLoad(shard, BEGINNING)
         reason = None
         if checkpoint.identity != identity:

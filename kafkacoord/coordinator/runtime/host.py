@@ -423,11 +423,13 @@ class ShardHost:
         """Fold a durable batch into the cache with the checkpoint after it."""
         changes: dict[bytes, Change] = {}
         policy = self.parts.policy
-        for record, (key, value) in zip(pending.result.records, pending.raw, strict=True):
+        for record, (key, value), offset in zip(
+            pending.result.records, pending.raw, pending.offsets, strict=True
+        ):
             if value is None or record.value is None:
                 changes[key] = Change(None)
             else:
-                changes[key] = Change(value, policy.expiry(record.key, record.value))
+                changes[key] = Change(value, policy.expiry(record.key, record.value), offset)
         self.parts.store.apply(
             changes, next_offset=max(pending.offsets) + 1, identity=self.parts.identity,
             now_ms=self._clock_ms(),

@@ -49,10 +49,12 @@ class BrokerProbe:
         if self._admin is None:
             self._admin = admin_client(self.bootstrap, self._client_id)
         try:
-            metadata = self._admin.list_topics(timeout=self._timeout_s)
+            # The cluster, not its topics: topic metadata held across a broker that
+            # lost its topics is what trips librdkafka (a recreated topic's new id).
+            cluster = self._admin.describe_cluster(request_timeout=self._timeout_s).result()
         except KafkaException:
             return False
-        return bool(metadata.brokers)
+        return bool(cluster.nodes)
 
 
 __all__ = ["BrokerProbe"]

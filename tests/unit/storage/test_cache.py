@@ -11,7 +11,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkacoord.storage.cache import NO_EXPIRY, Change, Checkpoint, ShardId, ShardStore, StateCache
+from kafkacoord.storage.cache import (
+    NO_EXPIRY,
+    Change,
+    Checkpoint,
+    Entry,
+    ShardId,
+    ShardStore,
+    StateCache,
+)
 
 A = ShardId("__kc_offsets", 0)
 B = ShardId("__kc_offsets", 1)
@@ -381,3 +389,47 @@ def test_cache_creates_missing_directories(tmp_path: Path) -> None:
         assert opened.path == path
         assert path.is_dir()
         assert opened.shards() == []
+
+
+# -- offsets, re-seed rewrite, format ----------------------------------------------------
+
+
+def test_entries_come_back_in_log_order_with_offsets(store: ShardStore) -> None:
+    store.apply({b"z": Change(b"1", NO_EXPIRY, 5), b"a": Change(b"2", 99, 9)},
+                next_offset=10, identity="id", now_ms=1)  # fmt: skip
+    store.apply({b"m": Change(b"3", NO_EXPIRY, 10), b"z": Change(None)},
+                next_offset=11, identity="id", now_ms=2)  # fmt: skip
+    assert [(e.key, e.value, e.offset, e.expires_at) for e in store.entries()] == [
+        (b"a", b"2", 9, 99),
+        (b"m", b"3", 10, NO_EXPIRY),
+    ]
+
+
+def test_rewrite_replaces_the_shard_and_its_checkpoint(cache: StateCache) -> None:
+    store, other = cache.shard(A), cache.shard(B)
+    store.apply({b"old": Change(b"x", 50, 3), b"k": Change(b"v", NO_EXPIRY, 4)},
+                next_offset=5, identity="old-id", now_ms=1)  # fmt: skip
+    _apply(other, {b"keep": Change(b"y")})
+    store.rewrite([Entry(b"k", b"v", 0, NO_EXPIRY)], next_offset=1, identity="new-id")
+    assert [(e.key, e.offset) for e in store.entries()] == [(b"k", 0)]
+    assert store.get(b"old") is None
+    assert list(store.expiring_before(10**6)) == []  # the old key's expiry entry went too
+    checkpoint = store.checkpoint()
+    assert checkpoint is not None and (checkpoint.next_offset, checkpoint.identity) == (1, "new-id")
+    assert other.get(b"keep") == b"y"
+
+
+def test_a_shard_of_another_format_has_no_checkpoint(cache: StateCache) -> None:
+    store = cache.shard(A)
+    _apply(store, {b"k": Change(b"v")})
+    assert store.checkpoint() is not None
+    cache._db.put(A.prefix + b"m" + b"format", b"1")  # as an older release wrote it
+    assert store.checkpoint() is None
+
+
+def test_synced_cache_writes_and_reopens(tmp_path: Path) -> None:
+    with StateCache(tmp_path / "db", sync=True) as synced:
+        assert synced.sync
+        _apply(synced.shard(A), {b"k": Change(b"v", NO_EXPIRY, 0)})
+    with StateCache(tmp_path / "db") as reopened:
+        assert reopened.shard(A).get(b"k") == b"v"

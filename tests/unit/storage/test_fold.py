@@ -101,6 +101,18 @@ def test_last_value_per_key_wins() -> None:
     assert stats == FoldStats(records=5, poison=0, fenced=0, tombstones=0)
 
 
+def test_changes_carry_the_offset_of_the_record_that_won() -> None:
+    a, b = oc_key(partition=0), oc_key(partition=1)
+    msgs = chunk((a, oc_value(1)), (b, oc_value(10)), (a, oc_value(2)), (b, b""), start=40)
+    changes, _ = offsets_folder().fold(0, msgs)
+    # b's last value is poison: the previous good one wins, with its own offset.
+    assert {k: c.offset for k, c in changes.items()} == {a: 42, b: 41}
+    strict_changes, _ = ChunkFolder(METADATA, metadata_policy()).fold(
+        0, chunk((NODE_KEY, NODE_VALUE), (NODE_KEY, NODE_VALUE), start=7)
+    )
+    assert strict_changes[NODE_KEY].offset == 8
+
+
 def test_tombstone_as_last_yields_delete() -> None:
     a, b = oc_key(partition=0), oc_key(partition=1)
     msgs = chunk((a, oc_value(1)), (b, None), (a, None), (b, oc_value(2)))

@@ -1,0 +1,1 @@
+"""The ``kafkacoord`` command line: one module per command group; ``main`` assembles them."""

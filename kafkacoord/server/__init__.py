@@ -1,0 +1,1 @@
+"""The daemon side of the wire: the daemon, its settings, services and ops endpoints."""
