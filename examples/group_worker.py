@@ -23,6 +23,7 @@ def main() -> None:
     parser.add_argument("--group", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--bootstrap", help="default: the local daemon's embedded broker")
+    parser.add_argument("--topic-prefix", default="__kc_", help="the daemon's topic_prefix")
     args = parser.parse_args()
     bootstrap = args.bootstrap or Path("var/kafkacoord/bootstrap").read_text().strip()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": args.group,
@@ -43,7 +44,8 @@ def main() -> None:
         print("revoked", sorted(partitions), flush=True)
 
     member = GroupMember(bootstrap, args.group, [args.topic], assignors=["cooperative-sticky"],
-                         on_assigned=assigned, on_revoked=revoked)  # fmt: skip
+                         on_assigned=assigned, on_revoked=revoked,
+                         topic_prefix=args.topic_prefix)  # fmt: skip
     member.start()
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -58,8 +60,11 @@ def main() -> None:
                 member.commit(positions)
             except Exception as exc:  # a rebalance is under way; the next batch commits
                 print("commit skipped:", exc, flush=True)
-    member.close()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C ends the process at once
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    member.close()  # leaves the group (at most 5 s when the daemon is gone)
     consumer.close()
+    print(f"stopping: left group {args.group}", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from kafkacoord.client.agent import NodeAgent
+from kafkacoord.client.errors import RequestError
 from kafkacoord.codecs.models import PartitionValue
 
 
@@ -45,17 +46,33 @@ def main() -> None:
     parser.add_argument("--node-id", type=int, required=True)
     parser.add_argument("--rack")
     parser.add_argument("--bootstrap", help="default: the local daemon's embedded broker")
+    parser.add_argument("--topic-prefix", default="__kc_", help="the daemon's topic_prefix")
     args = parser.parse_args()
     bootstrap = args.bootstrap or Path("var/kafkacoord/bootstrap").read_text().strip()
     shards = KeyValueShards()
-    agent = NodeAgent(bootstrap, node_id=args.node_id, handler=shards, rack=args.rack)
+    agent = NodeAgent(
+        bootstrap,
+        node_id=args.node_id,
+        handler=shards,
+        rack=args.rack,
+        topic_prefix=args.topic_prefix,
+    )
     shards.agent = agent
     agent.start()
+    print(f"node {args.node_id} registered", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     stop.wait()
-    print("controlled shutdown:", agent.controlled_shutdown() or "no partitions left", flush=True)
+    # A second Ctrl-C ends the process at once.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        remaining = agent.controlled_shutdown(timeout_s=5)
+        left = ", ".join(f"{r.topic}-{r.partition}" for r in remaining) or "none"
+        print(f"stopping: leaderships moved away (still leading: {left})", flush=True)
+    except RequestError as exc:  # the daemon is gone: nobody to hand leaderships to
+        print(f"stopping: no controlled shutdown ({exc})", flush=True)
     agent.close()
 
 

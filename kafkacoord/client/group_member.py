@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import socket
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -175,20 +176,25 @@ class GroupMember:
         return {(t.name, p.partition): p.offset for t in reply.topics for p in t.partitions
                 if p.offset >= 0}  # fmt: skip
 
-    def close(self, leave: bool = True) -> None:
-        """Stop; a dynamic member leaves the group so it rebalances at once."""
+    def close(self, leave: bool = True, timeout_s: float = 8.0) -> None:
+        """Stop within ``timeout_s``; a dynamic member leaves the group so it rebalances at
+        once. A member whose coordinator does not answer skips the leave: its session
+        expires instead."""
+        deadline = time.monotonic() + timeout_s
         self._closing.set()
         self._wake.set()
         if self._thread.is_alive():
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=timeout_s / 2)
+        # Still in a call (a join waits up to the rebalance timeout): nobody answers.
+        stuck = self._thread.is_alive()
         if self.assignment and self._on_revoked is not None:
             self._callback(self._on_revoked, self.assignment)
-        if leave and self.member_id and self.group_instance_id is None:
+        if leave and not stuck and self.member_id and self.group_instance_id is None:
             identity = g.MemberIdentity(member_id=self.member_id, reason="the consumer is closing")
             try:
                 self._channel.call(
                     self.shard, g.LeaveGroup(group_id=self.group_id, members=[identity]),
-                    g.LeaveGroupResponse, timeout_s=5,
+                    g.LeaveGroupResponse, timeout_s=max(deadline - time.monotonic(), 0.5),
                 )  # fmt: skip
             except RequestError as exc:
                 log.info("leave group failed", group=self.group_id, error=str(exc))
