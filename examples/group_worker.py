@@ -13,9 +13,19 @@ import signal
 import threading
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkacoord.client import GroupMember
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
 
 
 def main() -> None:
@@ -24,8 +34,16 @@ def main() -> None:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--bootstrap", help="default: the local daemon's embedded broker")
     parser.add_argument("--topic-prefix", default="__kc_", help="the daemon's topic_prefix")
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=0,
+        help="create the topic on the broker with this many partitions if missing",
+    )
     args = parser.parse_args()
     bootstrap = args.bootstrap or Path("var/kafkacoord/bootstrap").read_text().strip()
+    if args.partitions:
+        ensure_topic(bootstrap, args.topic, args.partitions)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": args.group,
                          "enable.auto.commit": False})  # fmt: skip
     lock = threading.Lock()
