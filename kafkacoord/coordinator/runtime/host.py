@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import structlog
 
 from kafkacoord.codecs import CodecError, decode_record, encode_record
-from kafkacoord.codecs.models import ControllerValue
+from kafkacoord.codecs.fencing import controller_epoch_of
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.storage.cache import Change, ShardStore
 from kafkacoord.storage.errors import AppendError, PoisonRecordError
@@ -87,10 +87,7 @@ class HostParts:
 
 def replay_order(record: Record) -> int:
     """Cache contents replay in controller-epoch order, so epoch fencing keeps them all."""
-    value = record.value
-    if isinstance(value, ControllerValue):
-        return value.epoch
-    return int(getattr(value, "controller_epoch", -1))
+    return controller_epoch_of(record.value)
 
 
 class ShardHost:
