@@ -24,8 +24,8 @@ from kafkacoord.coordinator.protocol import Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
+from .classic_group import ClassicGroup, GroupState, Member, Protocols
 from .config import GroupConfig
-from .group import ClassicGroup, GroupState, Member, Protocols
 from .scheduling import ShardTimers, heartbeat_timer, join_timer, sync_timer
 
 __all__ = ["MemberIdFactory", "Membership", "join_error", "join_reply", "uuid_member_id"]

@@ -21,7 +21,7 @@ from types import MappingProxyType
 
 from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
 
-from .group import ClassicGroup, GroupState
+from .classic_group import ClassicGroup, GroupState
 
 __all__ = [
     "ExpirationPolicy",

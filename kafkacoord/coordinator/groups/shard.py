@@ -9,7 +9,7 @@ no I/O and reads no clock.
 State, and who changes it:
 
 - **Offsets** change only in :meth:`GroupShard.replay`.
-- **Groups** are Kafka's soft state (see :mod:`.group`): handlers change membership, parked
+- **Groups** are Kafka's soft state (see :mod:`.classic_group`): handlers change membership, parked
   requests and the in-flight generation in memory and write a ``GroupMetadataValue`` snapshot
   where Kafka does. The one step Kafka takes only once a snapshot is durable (the leader's
   assignment reaches the members and the group becomes Stable) is taken by :meth:`replay
@@ -38,9 +38,9 @@ from kafkacoord.coordinator.protocol import GROUP_APIS, Body, ErrorCode, Protoco
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result
 
+from .classic_group import ClassicGroup, GroupSnapshot, GroupState
 from .config import GroupConfig
 from .consumer_protocol import PROTOCOL_TYPE
-from .group import ClassicGroup, GroupSnapshot, GroupState
 from .membership import MemberIdFactory, Membership, join_error, uuid_member_id
 from .offsets import (
     OffsetStore,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kafkacoord.codecs.models import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+from kafkacoord.coordinator.groups.classic_group import ClassicGroup, GroupState
 from kafkacoord.coordinator.groups.config import GroupConfig
-from kafkacoord.coordinator.groups.group import ClassicGroup, GroupState
 from kafkacoord.coordinator.groups.offsets import (
     ExpirationPolicy,
     expiration_policy,

@@ -12,8 +12,8 @@ from kafkacoord.codecs.models import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
+from kafkacoord.coordinator.groups.classic_group import GroupState
 from kafkacoord.coordinator.groups.config import GroupConfig
-from kafkacoord.coordinator.groups.group import GroupState
 from kafkacoord.coordinator.groups.scheduling import EXPIRATION_TIMER, heartbeat_timer, join_timer
 from kafkacoord.coordinator.groups.shard import GroupShard
 from kafkacoord.coordinator.protocol import Empty, ErrorCode
