@@ -24,9 +24,11 @@ from kafkacoord.coordinator.protocol import Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
-from .classic_group import ClassicGroup, GroupState, Member, Protocols
+from .classic_group import ClassicGroup
 from .config import GroupConfig
+from .member import Member, Protocols
 from .scheduling import ShardTimers, heartbeat_timer, join_timer, sync_timer
+from .state import GroupState
 
 __all__ = ["MemberIdFactory", "Membership", "join_error", "join_reply", "uuid_member_id"]
 

@@ -21,7 +21,8 @@ from types import MappingProxyType
 
 from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
 
-from .classic_group import ClassicGroup, GroupState
+from .classic_group import ClassicGroup
+from .state import GroupState
 
 __all__ = [
     "ExpirationPolicy",

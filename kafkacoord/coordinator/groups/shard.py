@@ -38,7 +38,7 @@ from kafkacoord.coordinator.protocol import GROUP_APIS, Body, ErrorCode, Protoco
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result
 
-from .classic_group import ClassicGroup, GroupSnapshot, GroupState
+from .classic_group import ClassicGroup, GroupSnapshot
 from .config import GroupConfig
 from .consumer_protocol import PROTOCOL_TYPE
 from .membership import MemberIdFactory, Membership, join_error, uuid_member_id
@@ -50,6 +50,7 @@ from .offsets import (
     new_offset_value,
 )
 from .scheduling import EXPIRATION_TIMER, ShardTimers
+from .state import GroupState
 
 __all__ = ["GroupShard"]
 
