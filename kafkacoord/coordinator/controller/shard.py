@@ -44,7 +44,7 @@ from .nodes import SESSION_TIMER, NodeManager
 from .partitions import PartitionManager
 from .reassignments import ReassignmentManager
 from .states import ReplicaStateMachine
-from .topics import DELETE_TOPIC_TIMER, TopicManager
+from .topic_creation import DELETE_TOPIC_TIMER, TopicManager
 
 __all__ = ["ControllerShard"]
 
