@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kafkacoord.codecs.models import ControllerKey, ControllerValue, PartitionKey, PartitionValue
+from kafkacoord.codecs.models import PartitionKey, PartitionValue
 from kafkacoord.coordinator.protocol import CONTROLLER_APIS, Body, Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result
@@ -43,6 +43,7 @@ from .leadership import REBALANCE_TIMER, LeadershipManager
 from .nodes import SESSION_TIMER, NodeManager
 from .partitions import PartitionManager
 from .reassignments import ReassignmentManager
+from .records import controller_record
 from .states import ReplicaStateMachine
 from .topic_creation import DELETE_TOPIC_TIMER, TopicManager
 
@@ -150,12 +151,7 @@ class ControllerShard:
         batch = Batch(self.image, self.epoch, now_ms)
         # The new epoch goes first: every decision after it carries it.
         batch.records.append(
-            Record(
-                ControllerKey(),
-                ControllerValue(
-                    self.epoch, self.node_id, self.incarnation, now_ms, endpoint=self.endpoint
-                ),
-            )
+            controller_record(self.epoch, self.node_id, self.incarnation, now_ms, self.endpoint)
         )
         self.nodes.start_sessions(batch)
         for node_id, node in sorted(self.image.nodes.items()):

@@ -47,6 +47,7 @@ from .placement import (
     assign_replicas,
 )
 from .reassignments import STEP_QUEUED, ReassignmentManager
+from .records import topic_value
 from .states import PartitionPhase, ReplicaState, ReplicaStateMachine
 
 __all__ = ["DELETE_TOPIC_TIMER", "TopicManager", "delete_topic_timer"]
@@ -344,7 +345,7 @@ class TopicManager:
         response = CreatePartitionsResponse(assignment={p: list(r) for p, r in assignment.items()})
         if body.validate_only:
             return response
-        batch.put_topic(_topic(topic, batch, num_partitions=body.count))
+        batch.put_topic(topic_value(topic, batch.epoch, num_partitions=body.count))
         for p in range(current, body.count):
             self._new_partition(batch, body.topic, p, assignment[p])
         return response
@@ -361,7 +362,7 @@ class TopicManager:
             )
         if topic.deleting:
             return  # already queued
-        batch.put_topic(_topic(topic, batch, deleting=True))
+        batch.put_topic(topic_value(topic, batch.epoch, deleting=True))
         live = batch.live()
         for p in self._partition_ids(batch, topic):
             current = batch.partition(body.name, p)
@@ -477,7 +478,7 @@ class TopicManager:
                 if r in load:
                     load[r] += 1
         if wanted > topic.replication_factor:
-            batch.put_topic(_topic(topic, batch, replication_factor=wanted))
+            batch.put_topic(topic_value(topic, batch.epoch, replication_factor=wanted))
         for value in values:
             if value.reassignment is not None or len(value.replicas) >= wanted:
                 continue
@@ -488,25 +489,3 @@ class TopicManager:
                 load[extra] += 1
                 target.append(extra)
             self.reassignments.alter_one(batch, spec.name, value.partition, target)
-
-
-def _topic(
-    old: TopicValue,
-    batch: Batch,
-    *,
-    num_partitions: int | None = None,
-    replication_factor: int | None = None,
-    deleting: bool | None = None,
-) -> TopicValue:
-    return TopicValue(
-        name=old.name,
-        topic_id=old.topic_id,
-        num_partitions=old.num_partitions if num_partitions is None else num_partitions,
-        replication_factor=(
-            old.replication_factor if replication_factor is None else replication_factor
-        ),
-        created_ms=old.created_ms,
-        controller_epoch=batch.epoch,
-        configs=old.configs,
-        deleting=old.deleting if deleting is None else deleting,
-    )
