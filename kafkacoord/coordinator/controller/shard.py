@@ -39,13 +39,15 @@ from kafkacoord.coordinator.runtime.timers import Timers
 from .batch import Batch
 from .config import ControllerConfig
 from .image import MetadataImage
+from .internal_topics import InternalTopics
 from .leadership import REBALANCE_TIMER, LeadershipManager
 from .nodes import SESSION_TIMER, NodeManager
 from .partitions import PartitionManager
 from .reassignments import ReassignmentManager
 from .records import controller_record
 from .states import ReplicaStateMachine
-from .topic_creation import DELETE_TOPIC_TIMER, TopicManager
+from .topic_creation import TopicCreator
+from .topic_deletion import DELETE_TOPIC_TIMER, TopicDeleter
 
 __all__ = ["ControllerShard"]
 
@@ -99,9 +101,9 @@ class ControllerShard:
         self.partitions = PartitionManager(config)
         self.nodes = NodeManager(config, self.partitions, self.timers)
         self.reassignments = ReassignmentManager(config, self.partitions, self.replica_states)
-        self.topics = TopicManager(
-            config, self.reassignments, self.replica_states, self.timers, self.rng
-        )
+        self.topics = TopicCreator(config, self.rng)
+        self.deletions = TopicDeleter(config, self.replica_states, self.timers)
+        self.internal_topics = InternalTopics(config, self.topics, self.reassignments)
         self.leadership = LeadershipManager(config, self.partitions)
         # The epoch this controller writes with; set by on_loaded.
         self.epoch = -1
@@ -159,8 +161,8 @@ class ControllerShard:
             if node.fenced and (self.image.led_by(node_id) or self.image.in_isr_of(node_id)):
                 self.partitions.on_node_fenced(batch, node_id)
         self.partitions.elect_leaderless(batch, sorted(self.image.leaderless()))
-        self.topics.resume_deletions(batch)
-        self.topics.ensure_internal(batch)
+        self.deletions.resume(batch)
+        self.internal_topics.ensure(batch)
         self.reassignments.resume(batch)
         if self.config.auto_leader_rebalance_enable:
             self.timers.schedule(
@@ -224,7 +226,7 @@ class ControllerShard:
                 if self.nodes.expire(batch, key[1]):
                     log.info("node %d session expired: fenced", key[1])
             elif isinstance(key, tuple) and key[0] == DELETE_TOPIC_TIMER:
-                self.topics.finish_deletion(batch, key[1])
+                self.deletions.finish(batch, key[1])
             else:
                 log.error("unknown controller timer %r", key)
         self.reassignments.settle(batch)
@@ -244,7 +246,7 @@ class ControllerShard:
     def _heartbeat(self, batch: Batch, body: api.NodeHeartbeat) -> Body:
         reply, unfenced = self.nodes.heartbeat(batch, body)
         if unfenced:
-            self.topics.ensure_internal(batch)
+            self.internal_topics.ensure(batch)
         return reply
 
     def _fence_node(self, batch: Batch, body: api.FenceNode) -> Body:
@@ -272,7 +274,7 @@ class ControllerShard:
         return Empty()
 
     def _delete_topic(self, batch: Batch, body: api.DeleteTopic) -> Body:
-        self.topics.delete(batch, body)
+        self.deletions.delete(batch, body)
         return Empty()
 
     # -- helpers --------------------------------------------------------------------------------
