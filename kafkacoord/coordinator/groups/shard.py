@@ -47,7 +47,12 @@ from .offsets import (
     expiration_policy,
     expired_partitions,
     java_string_length,
-    new_offset_value,
+)
+from .records import (
+    group_metadata_tombstone,
+    offset_commit_record,
+    offset_commit_tombstone,
+    offset_commit_value,
 )
 from .scheduling import EXPIRATION_TIMER, ShardTimers
 from .state import GroupState
@@ -262,8 +267,7 @@ class GroupShard:
             offsets = self._offsets.group_offsets(group_id)
             expired = expired_partitions(offsets, now, retention, expiration_policy(group))
             records.extend(
-                Record(OffsetCommitKey(group_id, topic, partition), None)
-                for topic, partition in expired
+                offset_commit_tombstone(group_id, topic, partition) for topic, partition in expired
             )
             if (
                 group is None
@@ -273,7 +277,7 @@ class GroupShard:
             ):
                 continue
             if offsets or group.persisted is not None:
-                records.append(Record(GroupMetadataKey(group_id), None))
+                records.append(group_metadata_tombstone(group_id))
             else:
                 # Never durable (e.g. a join that never completed): just forget it.
                 del self._groups[group_id]
@@ -339,9 +343,11 @@ class GroupShard:
                     )
                     continue
                 records.append(
-                    Record(
-                        OffsetCommitKey(body.group_id, t.name, p.partition),
-                        new_offset_value(
+                    offset_commit_record(
+                        body.group_id,
+                        t.name,
+                        p.partition,
+                        offset_commit_value(
                             p.offset, p.leader_epoch, p.metadata, now, body.retention_time_ms
                         ),
                     )
@@ -416,7 +422,7 @@ class GroupShard:
                     )
                     continue
                 if self._offsets.get(body.group_id, t.name, p) is not None:
-                    records.append(Record(OffsetCommitKey(body.group_id, t.name, p), None))
+                    records.append(offset_commit_tombstone(body.group_id, t.name, p))
                 partitions.append(api.PartitionError(partition=p))
             topics.append(api.TopicErrors(name=t.name, partitions=partitions))
         return Result(
@@ -505,10 +511,10 @@ class GroupShard:
             else:
                 deleted.add(group_id)
                 records.extend(
-                    Record(OffsetCommitKey(group_id, topic, partition), None)
+                    offset_commit_tombstone(group_id, topic, partition)
                     for topic, partition in sorted(self._offsets.group_offsets(group_id))
                 )
-                records.append(Record(GroupMetadataKey(group_id), None))
+                records.append(group_metadata_tombstone(group_id))
             results.append(api.GroupResult(group_id=group_id, error=error))
         return Result(
             records, [Reply(ref, "DeleteGroups", body=api.DeleteGroupsResponse(results=results))]
