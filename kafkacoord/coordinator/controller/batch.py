@@ -29,6 +29,8 @@ _MISSING = object()
 
 
 class Batch:
+    """The records of one handler run, overlaid on the image: reads see pending changes first."""
+
     __slots__ = (
         "_live",
         "_nodes",

@@ -41,6 +41,8 @@ REBALANCE_TIMER: Final = "leader-rebalance"
 
 
 class LeadershipManager:
+    """``ElectLeaders`` and the periodic auto leader rebalance."""
+
     def __init__(self, config: ControllerConfig, partitions: PartitionManager) -> None:
         self.config = config
         self.partitions = partitions

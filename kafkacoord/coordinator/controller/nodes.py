@@ -49,6 +49,8 @@ def session_timer(node_id: int) -> tuple[str, int]:
 
 
 class NodeManager:
+    """Registration, heartbeats, sessions, fencing and controlled shutdown of nodes."""
+
     def __init__(self, config: ControllerConfig, partitions: PartitionManager, timers: Timers):
         self.config = config
         self.partitions = partitions

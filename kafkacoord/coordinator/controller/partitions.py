@@ -65,6 +65,8 @@ def existing_partition(batch: Batch, topic: str, partition: int) -> PartitionVal
 
 
 class PartitionManager:
+    """Leader elections as nodes come and go, and ISR changes reported by replicas."""
+
     def __init__(self, config: ControllerConfig) -> None:
         self.config = config
 

@@ -69,6 +69,8 @@ class _Slots:
 
 
 class ReassignmentManager:
+    """Starts, steps, queues, cancels and resumes partition reassignments (KIP-455)."""
+
     def __init__(
         self,
         config: ControllerConfig,

@@ -76,6 +76,12 @@ def _gc_paused(enabled: bool) -> Iterator[None]:
 
 
 class ControllerShard:
+    """The controller state machine: the runtime's ``Shard`` for ``__kc_metadata``.
+
+    Handlers build a :class:`~.batch.Batch` of records over the :class:`~.image.MetadataImage`;
+    only :meth:`replay` changes the image. Its epoch is set by :meth:`on_loaded`, and it stops
+    answering once a newer controller record is replayed."""
+
     def __init__(
         self,
         config: ControllerConfig,

@@ -40,6 +40,8 @@ log = structlog.get_logger(__name__)
 
 
 class HostState(enum.Enum):
+    """LOADING answers COORDINATOR_LOAD_IN_PROGRESS; STOPPED answers ``unavailable``."""
+
     LOADING = "loading"
     ACTIVE = "active"
     STOPPED = "stopped"
@@ -47,6 +49,8 @@ class HostState(enum.Enum):
 
 @dataclass(slots=True)
 class HostStats:
+    """Counters of one host, for metrics and tests."""
+
     loads: int = 0
     load_seconds: float = 0.0
     records_loaded: int = 0
@@ -91,6 +95,9 @@ def replay_order(record: Record) -> int:
 
 
 class ShardHost:
+    """Runs one shard: loads it, then handles its requests and timers on one thread, with
+    group commit and write-then-answer (see the module docstring)."""
+
     def __init__(
         self,
         name: str,

@@ -47,6 +47,8 @@ class RequestRef:
 
 @dataclass(frozen=True, slots=True)
 class Request:
+    """A decoded request for one shard: who asked, the API name, and its validated body."""
+
     ref: RequestRef
     api: str
     body: Body
@@ -54,6 +56,9 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
+    """The answer to one request: a body, or an error code with a message. Released only
+    after the records of the same result are durable."""
+
     to: RequestRef
     api: str
     error: ErrorCode = ErrorCode.NONE
@@ -63,6 +68,9 @@ class Reply:
 
 @dataclass(slots=True)
 class Result:
+    """What a handler or timer returns: records to replay and append, and replies to release
+    once they are durable. Handlers never change state themselves."""
+
     records: list[Record] = field(default_factory=list)
     replies: list[Reply] = field(default_factory=list)
 
@@ -76,6 +84,8 @@ class Result:
 
 
 class ReplySink(Protocol):
+    """Where a host hands the replies of a durable batch."""
+
     def send(self, replies: Sequence[Reply]) -> None:
         """Hand replies to their channels (the runtime calls it after the append)."""
 
@@ -110,6 +120,9 @@ class ChannelReplies:
 
 
 class Shard(Protocol):
+    """A deterministic state machine over one partition of an internal topic, with no I/O and
+    no clock: ``replay`` is its only state change, on writes and on loads alike."""
+
     def replay(self, record: Record) -> None:
         """Apply one durable (or about-to-be-durable) record: the only state change."""
 

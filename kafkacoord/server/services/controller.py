@@ -39,6 +39,8 @@ RETRY_ACTIVATION_S = 1.0
 
 
 class ControllerService:
+    """Runs the controller shard while this daemon holds the election lease."""
+
     def __init__(
         self,
         settings: Settings,

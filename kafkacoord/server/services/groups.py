@@ -41,6 +41,9 @@ log = structlog.get_logger(__name__)
 
 
 class GroupService:
+    """Loads, serves and unloads the group shards this daemon leads, and keeps a warm copy of
+    the ones it follows; the controller's partition records say which."""
+
     def __init__(
         self,
         settings: Settings,
