@@ -91,7 +91,8 @@ class PartitionState(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class Reassignment(AvroModel):
-    """Seed 002's ORS/TRS/AR/RR, persisted so a new controller resumes mid-flight."""
+    """A reassignment's ORS/TRS/AR/RR, persisted so a new controller resumes mid-flight
+    (docs/architecture.md#reassignment)."""
 
     original_replicas: tuple[int, ...]
     target_replicas: tuple[int, ...]

@@ -1,4 +1,4 @@
-"""Pure, I/O-free controller (DESIGN.md §4, §5).
+"""Pure, I/O-free controller (docs/architecture.md#controller).
 
 Algorithms:
 

@@ -5,9 +5,10 @@ in every reader of the log (node agents, the CLI). It keeps indexes so that the 
 an event is proportional to what it touches: node -> partitions it leads, is in the ISR
 of, or holds a replica of; leaderless partitions; partitions being reassigned.
 
-Replay applies the StaleControllerEpoch rule (DESIGN §4, seed 004): a decision record
-whose ``controller_epoch`` is lower than the highest controller epoch seen is ignored, as
-is a controller record with a lower epoch. Tombstones carry no epoch and always apply.
+Replay applies Kafka's StaleControllerEpoch rule through
+:class:`~kafkacoord.codecs.fencing.ControllerEpochFence` (docs/architecture.md#controller-epoch):
+a decision record whose ``controller_epoch`` is lower than the highest controller epoch seen
+is ignored, as is a controller record with a lower epoch. Tombstones always apply.
 """
 
 from __future__ import annotations
@@ -354,7 +355,7 @@ class MetadataImage:
         return [v for v in found if v is not None]
 
     def leader_imbalance(self) -> dict[int, float]:
-        """Seed 000's imbalance ratio per preferred broker (deleting topics left out)."""
+        """The auto rebalance's imbalance ratio per preferred broker (deleting topics left out)."""
         assignment: dict[TP, tuple[int, ...]] = {}
         leaders: dict[TP, int | None] = {}
         for topic, parts in self._partitions.items():

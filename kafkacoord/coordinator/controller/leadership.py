@@ -1,4 +1,5 @@
-"""Leader elections on demand: ``ElectLeaders`` and the auto leader rebalance (seed 000).
+"""Leader elections on demand: ``ElectLeaders`` and the auto leader rebalance
+(Kafka's ``checkAndTriggerAutoLeaderRebalance``).
 
 ``ElectLeaders`` answers per partition like Kafka's: ELECTION_NOT_NEEDED when the
 preferred replica already leads (preferred) or a leader exists (unclean),

@@ -1,4 +1,4 @@
-"""The controller as a shard of ``__kc_metadata`` (DESIGN §3-§5).
+"""The controller as a shard of ``__kc_metadata`` (docs/architecture.md#controller).
 
 :class:`ControllerShard` implements the runtime's ``Shard`` protocol. It is pure: time
 comes in as ``now_ms``, randomness from the ``rng`` it is given, and every decision

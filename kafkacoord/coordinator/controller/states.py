@@ -1,4 +1,4 @@
-"""Partition and replica state machines (DESIGN.md §5, Kafka's PartitionStateMachine and
+"""Partition and replica state machines (Kafka's PartitionStateMachine and
 ReplicaStateMachine).
 
 Partition states are persisted: a partition record's ``state`` (NEW, ONLINE, OFFLINE), or

@@ -1,4 +1,6 @@
-"""The contract between a state machine and the runtime that hosts it (DESIGN §3).
+"""The contract between a state machine and the runtime that hosts it.
+
+See docs/architecture.md#shard-runtime.
 
 A shard is deterministic and does no I/O. Handlers and timers return a
 :class:`Result`: records to append and replies to send. The runtime replays the

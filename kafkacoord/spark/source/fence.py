@@ -1,6 +1,6 @@
 """Epoch fencing of the internal topics, exactly as the daemon's loader applies it.
 
-Metadata topics, controller epochs (DESIGN §4): a decision whose
+Metadata topics, controller epochs (docs/architecture.md#controller-epoch): a decision whose
 ``controller_epoch`` is lower than the newest controller epoch seen earlier in
 the log is a stale controller's late write: skipped. Controller records of a
 lower epoch are skipped too. Tombstones always apply.
