@@ -36,6 +36,8 @@ _ALLOWED = metadata_policy().allowed
 
 
 class MetadataFollower:
+    """Tails ``__kc_metadata`` on its own thread and hands each decoded record over."""
+
     def __init__(
         self,
         bootstrap: str,

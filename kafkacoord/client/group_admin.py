@@ -21,6 +21,8 @@ def _by_topic(partitions: Collection[TopicPartition]) -> list[g.FetchTopic]:
 
 
 class GroupAdmin:
+    """Group admin calls, each routed to the coordinator of its group."""
+
     def __init__(
         self,
         bootstrap: str,

@@ -77,6 +77,8 @@ def broker_partition_counts(bootstrap: str) -> PartitionCounts:
 
 
 class GroupMember:
+    """One member of a classic consumer group, with its own thread (see the module docstring)."""
+
     def __init__(
         self,
         bootstrap: str,

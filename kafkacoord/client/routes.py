@@ -38,6 +38,8 @@ def describe(target: int) -> str:
 
 
 class Routes(Protocol):
+    """Where the controller and each group shard's leader listen, as far as known."""
+
     @property
     def version(self) -> int:
         """Goes up whenever a route may have changed."""
@@ -101,6 +103,8 @@ class StaticRoutes(_Versioned):
 
 
 class RouteTable(_Versioned):
+    """Routes learnt by tailing ``__kc_metadata`` into a :class:`MetadataImage`."""
+
     def __init__(self, bootstrap: str, topics: InternalTopics) -> None:
         super().__init__()
         self.topics = topics

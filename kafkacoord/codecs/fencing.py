@@ -1,4 +1,11 @@
-"""Leader-epoch fencing of a group shard's log: the pure rule, no I/O.
+"""Epoch fencing of the internal topics: the pure rules, no I/O.
+
+Two fences, one per topic family:
+
+- :class:`ControllerEpochFence` (``__kc_metadata``): Kafka's StaleControllerEpoch
+  rule. A ``ControllerRecord`` raises the fence to its epoch; a decision stamped with a
+  lower ``controller_epoch`` is a deposed controller's late write.
+- :class:`LeaderEpochFence` (``__kc_offsets``), below.
 
 Every record a shard leader appends carries its leader epoch in a record header.
 A new leader first appends a ``ShardLeader`` record with its epoch; from there on,
@@ -6,8 +13,8 @@ records tagged with a lower epoch are a zombie's (an old leader that has not yet
 noticed it lost the shard) and every reader ignores them. This is Kafka's own
 leader-epoch rule, applied by the readers of the log instead of by the broker.
 
-It lives with the codecs so every reader applies the same rule: the daemon's
-loader (:mod:`kafkacoord.storage.fencing`) and the Spark source
+Both live with the codecs so every reader applies the same rules: the controller's
+image, the daemon's loader (:mod:`kafkacoord.storage.fencing`) and the Spark source
 (:mod:`kafkacoord.spark.source`), which must not depend on the daemon's storage.
 """
 
@@ -18,13 +25,54 @@ from collections.abc import Sequence
 from typing import Final
 
 from .errors import CodecError
-from .models import ShardLeaderValue
+from .models import AvroModel, ControllerValue, ShardLeaderValue
 from .records import RecordType, decode_value
 
 EPOCH_HEADER: Final = "kc.epoch"
 _EPOCH = struct.Struct(">i")
 
 Headers = Sequence[tuple[str, str | bytes | None]]
+
+NO_EPOCH: Final = -1
+
+
+def controller_epoch_of(value: AvroModel | None) -> int:
+    """The controller epoch a metadata value carries: a ``ControllerRecord``'s own epoch,
+    a decision's ``controller_epoch``; :data:`NO_EPOCH` for a tombstone."""
+    if isinstance(value, ControllerValue):
+        return value.epoch
+    return int(getattr(value, "controller_epoch", NO_EPOCH))
+
+
+class ControllerEpochFence:
+    """Admits metadata records in log order; the fence rises with each newer controller.
+
+    Tombstones carry no epoch and always pass. A ``ControllerRecord`` of an older epoch is
+    itself stale and leaves the fence where it is.
+    """
+
+    __slots__ = ("epoch",)
+
+    def __init__(self, epoch: int = NO_EPOCH) -> None:
+        self.epoch = epoch
+
+    def admit(self, value: AvroModel | None) -> bool:
+        # On every replayed record (a failover writes tens of thousands): one getattr.
+        if isinstance(value, ControllerValue):
+            return self.admit_epoch(value.epoch, announces=True)
+        stamped = getattr(value, "controller_epoch", None)
+        return stamped is None or stamped >= self.epoch
+
+    def admit_epoch(self, epoch: int | None, *, announces: bool = False) -> bool:
+        """The rule on a bare epoch (``None``: unstamped); ``announces`` for a
+        ``ControllerRecord``, which moves the fence."""
+        if epoch is None:
+            return True
+        if epoch < self.epoch:
+            return False
+        if announces:
+            self.epoch = epoch
+        return True
 
 
 def epoch_headers(epoch: int) -> list[tuple[str, str | bytes | None]]:
@@ -76,8 +124,11 @@ class LeaderEpochFence:
 
 __all__ = [
     "EPOCH_HEADER",
+    "NO_EPOCH",
+    "ControllerEpochFence",
     "Headers",
     "LeaderEpochFence",
+    "controller_epoch_of",
     "epoch_headers",
     "header_epoch",
     "marker_epoch",

@@ -41,6 +41,8 @@ from .models import (
 
 
 class RecordType(IntEnum):
+    """The tag in the first byte of every key: which record a key and its value are."""
+
     CONTROLLER = 1
     NODE = 2
     TOPIC = 3

@@ -62,6 +62,8 @@ class DaemonState:
 
 
 class Daemon:
+    """One kafkacoord process: broker, internal topics, cache, listener, election, shards."""
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.state = DaemonState()

@@ -1,4 +1,4 @@
-"""Spark Structured Streaming views of kafkacoord's internal topics (DESIGN §8).
+"""Spark Structured Streaming views of kafkacoord's internal topics (docs/architecture.md#views).
 
 - ``kafkacoord.spark.source``: the ``kafkacoord`` Python data source (PySpark 4).
 - ``kafkacoord.spark.pipeline`` / ``run``: the streaming fold into the warehouse.

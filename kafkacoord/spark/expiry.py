@@ -1,4 +1,4 @@
-"""When a committed offset expires (KIP-211, DESIGN §6).
+"""When a committed offset expires (KIP-211, docs/architecture.md#offset-expiry).
 
 - An explicit expire timestamp (old clients) wins.
 - Offsets of a group with members never expire.

@@ -1,8 +1,9 @@
-"""Leader-epoch fencing of a group shard's log, read side.
+"""Epoch fencing of the internal topics, read side.
 
-The rule itself is pure and shared with every other reader of the log (the
-Spark source): :mod:`kafkacoord.codecs.fencing`. This module adds what needs
-consumed messages: filtering a chunk of ``confluent_kafka`` messages.
+The rules themselves are pure and shared with every other reader of the log (the
+controller's image, the Spark source): :mod:`kafkacoord.codecs.fencing`. This
+module adds what needs consumed messages: filtering a chunk of ``confluent_kafka``
+messages by leader epoch.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from confluent_kafka import Message
 
 from kafkacoord.codecs.fencing import (
     EPOCH_HEADER,
+    ControllerEpochFence,
     Headers,
     LeaderEpochFence,
+    controller_epoch_of,
     epoch_headers,
     header_epoch,
     marker_epoch,
@@ -33,8 +36,10 @@ def admitted_messages(
 
 __all__ = [
     "EPOCH_HEADER",
+    "ControllerEpochFence",
     "LeaderEpochFence",
     "admitted_messages",
+    "controller_epoch_of",
     "epoch_headers",
     "header_epoch",
     "marker_epoch",

@@ -19,10 +19,10 @@ from typing import cast
 from confluent_kafka import Message
 
 from kafkacoord.codecs import CodecError, RecordType, decode_key, decode_value
-from kafkacoord.codecs.models import AvroModel, ControllerValue, OffsetCommitValue
+from kafkacoord.codecs.models import AvroModel, OffsetCommitValue
 
 from .cache import NO_EXPIRY, Change
-from .fencing import LeaderEpochFence, admitted_messages
+from .fencing import ControllerEpochFence, LeaderEpochFence, admitted_messages
 from .poison import is_strict, record_poison
 
 _KEY_CACHE_LIMIT = 1_000_000
@@ -99,9 +99,14 @@ class ChunkFolder:
         self.policy = policy
         # Unset: the process-wide switch of kafkacoord.storage.poison.
         self.strict = is_strict() if strict is None else strict
-        self.controller_epoch = controller_epoch
+        self.controller_fence = ControllerEpochFence(controller_epoch)
         self.fence = LeaderEpochFence(leader_epoch)
         self._keys: dict[bytes, AvroModel | str] = {}
+
+    @property
+    def controller_epoch(self) -> int:
+        """The newest controller epoch folded so far (metadata topics)."""
+        return self.controller_fence.epoch
 
     def fold(
         self, partition: int, messages: list[Message]
@@ -199,19 +204,9 @@ class ChunkFolder:
             except (_PoisonError, CodecError) as bad:
                 self._poison(partition, _offset(msg), getattr(bad, "reason", str(bad)), stats)
                 continue
-            if fenced and not self._admit(value):
+            if fenced and not self.controller_fence.admit(value):
                 stats.fenced += 1
                 continue
             changes[raw_key] = Change(raw_value, self.policy.expiry(key, value), _offset(msg))
         stats.tombstones = sum(1 for c in changes.values() if c.value is None)
         return changes
-
-    def _admit(self, value: AvroModel) -> bool:
-        """DESIGN §4: drop decisions of a controller older than the newest one seen."""
-        if isinstance(value, ControllerValue):
-            if value.epoch < self.controller_epoch:
-                return False
-            self.controller_epoch = value.epoch
-            return True
-        epoch = getattr(value, "controller_epoch", None)
-        return epoch is None or epoch >= self.controller_epoch

@@ -1,7 +1,7 @@
 """Log end offsets that are right on every broker.
 
 ListOffsets(latest) is wrong on the embedded broker for multi-record batches
-(it answers the last batch's base offset + 1, DESIGN §7), but it never
+(it answers the last batch's base offset + 1, docs/architecture.md#high-watermark), but it never
 overshoots. So: ask ListOffsets, then fetch from ``max(listed, hint)`` until
 partition EOF; the EOF position is the end. On Apache Kafka that fetch starts
 at the end and costs no records; on the embedded broker it reads at most the

@@ -42,6 +42,8 @@ def split_endpoint(endpoint: str) -> tuple[str, int]:
 
 
 class Connection:
+    """One client connection to a daemon: pipelined requests, answered by correlation id."""
+
     def __init__(
         self,
         endpoint: str,

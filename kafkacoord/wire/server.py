@@ -230,6 +230,8 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 
 class Listener:
+    """A daemon's asyncio TCP (optionally TLS) listener for framed requests."""
+
     def __init__(
         self,
         host: str,

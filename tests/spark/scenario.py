@@ -2,10 +2,11 @@
 
 The records follow what the controller and the group coordinator write:
 elections (offline, preferred, controlled shutdown), a reassignment through
-its steps (seed 002), a topic deletion, a controller failover with a late
-write of the old controller, a group rebalancing, commits, a group deletion,
-expiries (an old client's explicit expiry, a standalone consumer past
-retention, the coordinator's expiry tombstones) and poison records.
+its steps (docs/architecture.md#reassignment-trace), a topic deletion, a
+controller failover with a late write of the old controller, a group
+rebalancing, commits, a group deletion, expiries (an old client's explicit
+expiry, a standalone consumer past retention, the coordinator's expiry
+tombstones) and poison records.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def build(topics: InternalTopics, user_topic: str, now_ms: int) -> Scenario:
     s.node(1, epoch=2)
     s.part("orders", 0, (1, 2, 3), (2, 3, 1), 2, 2, 3, election="offline")
     s.part("orders", 0, (1, 2, 3), (2, 3, 1), 1, 3, 4, election="preferred")
-    # Reassignment of orders-1 from {2,3,1} to {4,5,6} (seed 002's trace).
+    # Reassignment of orders-1 from {2,3,1} to {4,5,6} (docs/architecture.md#reassignment-trace).
     ors, trs = (2, 3, 1), (4, 5, 6)
 
     def step(name: str) -> Reassignment:
@@ -281,7 +282,7 @@ def assert_views_match_cache(warehouse: Any, cache: StateCache, s: Scenario) -> 
         assert row["preferred_leader"] == v.replicas[0]
         assert row["under_replicated"] == (len(v.isr) < len(v.replicas))
 
-    # brokers: seed 000's counts, recomputed here from the cached records.
+    # brokers: the auto rebalance's counts, recomputed here from the cached records.
     nodes = {k.node_id: v for _, k, v in meta if isinstance(k, NodeKey)}
     brokers = {r["node"]: r for r in view("brokers")}
     assert set(brokers) == set(nodes)

@@ -35,6 +35,8 @@ def read_metadata(bootstrap: str, topic: str, timeout_s: float = 30.0) -> Metada
 
 
 class ControllerAdmin:
+    """Controller admin calls (topics, nodes, reassignments, elections) and metadata reads."""
+
     def __init__(
         self,
         bootstrap: str,

@@ -36,6 +36,9 @@ log = structlog.get_logger(__name__)
 
 
 class NodeAgent:
+    """The node side of the controller, embedded in a service process (see the module
+    docstring)."""
+
     def __init__(
         self,
         bootstrap: str,

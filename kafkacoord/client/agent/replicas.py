@@ -1,4 +1,4 @@
-"""Seed 004's becomeLeaderOrFollower, as a pure function of the metadata log.
+"""Kafka's ``ReplicaManager.becomeLeaderOrFollower``, as a pure function of the metadata log.
 
 For each partition record that names this node: ignore it when its controller
 epoch is older than the newest seen (a stale controller), apply it only when

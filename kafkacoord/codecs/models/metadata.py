@@ -11,11 +11,13 @@ from .base import AvroModel
 
 @dataclass(frozen=True, slots=True)
 class ControllerKey(AvroModel):
-    pass
+    """The one controller record's key (type tag 1, no fields)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ControllerValue(AvroModel):
+    """The active controller: its epoch, node, incarnation and listener endpoint."""
+
     epoch: int
     node_id: int
     incarnation: str
@@ -25,11 +27,15 @@ class ControllerValue(AvroModel):
 
 @dataclass(frozen=True, slots=True)
 class NodeKey(AvroModel):
+    """A node's key (type tag 2)."""
+
     node_id: int
 
 
 @dataclass(frozen=True, slots=True)
 class NodeValue(AvroModel):
+    """A registered node: its epoch, fencing and shutdown state, rack, endpoints, roles."""
+
     node_id: int
     incarnation: str
     node_epoch: int
@@ -48,11 +54,15 @@ class NodeValue(AvroModel):
 
 @dataclass(frozen=True, slots=True)
 class TopicKey(AvroModel):
+    """A logical topic's key (type tag 3)."""
+
     name: str
 
 
 @dataclass(frozen=True, slots=True)
 class TopicValue(AvroModel):
+    """A logical topic: id, partition count, replication factor, configs, deletion flag."""
+
     name: str
     topic_id: str
     num_partitions: int
@@ -65,11 +75,15 @@ class TopicValue(AvroModel):
 
 @dataclass(frozen=True, slots=True)
 class PartitionKey(AvroModel):
+    """A logical partition's key (type tag 4)."""
+
     topic: str
     partition: int
 
 
 class PartitionState(str, Enum):
+    """A partition's persisted state (Kafka's New, Online and Offline)."""
+
     NEW = "NEW"
     ONLINE = "ONLINE"
     OFFLINE = "OFFLINE"
@@ -77,7 +91,8 @@ class PartitionState(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class Reassignment(AvroModel):
-    """Seed 002's ORS/TRS/AR/RR, persisted so a new controller resumes mid-flight."""
+    """A reassignment's ORS/TRS/AR/RR, persisted so a new controller resumes mid-flight
+    (docs/architecture.md#reassignment)."""
 
     original_replicas: tuple[int, ...]
     target_replicas: tuple[int, ...]
@@ -100,6 +115,8 @@ class Reassignment(AvroModel):
 
 @dataclass(frozen=True, slots=True)
 class PartitionValue(AvroModel):
+    """A partition: replicas, ISR, leader, leader and partition epochs, reassignment."""
+
     topic: str
     partition: int
     state: PartitionState

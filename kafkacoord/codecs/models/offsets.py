@@ -10,11 +10,15 @@ from .base import AvroModel
 
 @dataclass(frozen=True, slots=True)
 class GroupMetadataKey(AvroModel):
+    """A group's metadata key (type tag 10)."""
+
     group: str
 
 
 @dataclass(frozen=True, slots=True)
 class GroupMember(AvroModel):
+    """One member in a group's snapshot (Kafka's ``MemberMetadata``)."""
+
     member_id: str
     client_id: str
     client_host: str
@@ -27,6 +31,8 @@ class GroupMember(AvroModel):
 
 @dataclass(frozen=True, slots=True)
 class GroupMetadataValue(AvroModel):
+    """A classic group's snapshot (Kafka's ``GroupMetadataValue``)."""
+
     protocol_type: str
     generation: int
     state_timestamp_ms: int
@@ -48,6 +54,8 @@ class GroupMetadataValue(AvroModel):
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitKey(AvroModel):
+    """A committed offset's key: group, topic, partition (type tag 11)."""
+
     group: str
     topic: str
     partition: int
@@ -55,6 +63,8 @@ class OffsetCommitKey(AvroModel):
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitValue(AvroModel):
+    """A committed offset (Kafka's ``OffsetCommitValue``)."""
+
     offset: int
     metadata: str
     commit_timestamp_ms: int
@@ -73,7 +83,7 @@ class OffsetCommitValue(AvroModel):
 
 @dataclass(frozen=True, slots=True)
 class ShardLeaderKey(AvroModel):
-    pass
+    """The one ``ShardLeader`` record's key of an offsets partition (type tag 12)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Pure, I/O-free controller (DESIGN.md §4, §5).
+"""Pure, I/O-free controller (docs/architecture.md#controller).
 
 Algorithms:
 
@@ -16,9 +16,11 @@ The state machine:
 - :mod:`~kafkacoord.coordinator.controller.states`: partition and replica state machines.
 - :mod:`~kafkacoord.coordinator.controller.batch` and ``changes``: the records of one
   handler and how a partition's next record is built.
+- :mod:`~kafkacoord.coordinator.controller.records`: every record of ``__kc_metadata``.
 - Managers, one concern each: ``nodes`` (lifecycle, sessions, controlled shutdown),
-  ``partitions`` (elections, ISR), ``topics`` (create, delete, internal topics),
-  ``reassignments`` (seed 002), ``leadership`` (ElectLeaders, auto rebalance).
+  ``partitions`` (elections, ISR), ``topic_creation``, ``topic_deletion``,
+  ``internal_topics`` (the group shards' topic), ``reassignments`` (KIP-455),
+  ``leadership`` (ElectLeaders, auto rebalance).
 - :mod:`~kafkacoord.coordinator.controller.shard`: :class:`ControllerShard`, the
   runtime's ``Shard``; :mod:`~kafkacoord.coordinator.controller.config` its settings.
 

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kafkacoord.codecs.models import (
-    NodeKey,
-    NodeValue,
-    PartitionKey,
-    PartitionValue,
-    TopicKey,
-    TopicValue,
-)
+from kafkacoord.codecs.models import NodeValue, PartitionValue, TopicValue
 from kafkacoord.coordinator.runtime.shard import Record
 
 from .image import TP, MetadataImage, is_live_node
+from .records import (
+    node_record,
+    partition_record,
+    partition_tombstone,
+    topic_record,
+    topic_tombstone,
+)
 from .states import PartitionPhase, check_partition_transition, partition_phase
 
 __all__ = ["Batch"]
@@ -29,6 +29,8 @@ _MISSING = object()
 
 
 class Batch:
+    """The records of one handler run, overlaid on the image: reads see pending changes first."""
+
     __slots__ = (
         "_live",
         "_nodes",
@@ -122,15 +124,15 @@ class Batch:
     def put_node(self, value: NodeValue) -> None:
         self._nodes[value.node_id] = value
         self._live = None
-        self.records.append(Record(NodeKey(value.node_id), value))
+        self.records.append(node_record(value))
 
     def put_topic(self, value: TopicValue) -> None:
         self._topics[value.name] = value
-        self.records.append(Record(TopicKey(value.name), value))
+        self.records.append(topic_record(value))
 
     def delete_topic(self, name: str) -> None:
         self._topics[name] = None
-        self.records.append(Record(TopicKey(name), None))
+        self.records.append(topic_tombstone(name))
 
     def put_partition(self, value: PartitionValue, *, via: PartitionPhase | None = None) -> bool:
         """Record a partition's new value; an invalid state transition is logged, not applied.
@@ -152,7 +154,7 @@ class Batch:
         self._partitions[key] = value
         if value.reassignment is not None or (old is not None and old.reassignment is not None):
             self.reassign_keys[key] = None
-        self.records.append(Record(PartitionKey(value.topic, value.partition), value))
+        self.records.append(partition_record(value))
         return True
 
     def put_existing_partitions(self, values: list[PartitionValue]) -> None:
@@ -164,7 +166,7 @@ class Batch:
             partitions[key] = value
             if value.reassignment is not None:
                 moving[key] = None
-            records.append(Record(PartitionKey(value.topic, value.partition), value))
+            records.append(partition_record(value))
 
     def delete_partition(self, topic: str, partition: int) -> bool:
         """Tombstone a partition: valid only from OFFLINE (Kafka's Offline -> NonExistent)."""
@@ -176,5 +178,5 @@ class Batch:
         key = (topic, partition)
         self._partitions[key] = None
         self.reassign_keys.pop(key, None)
-        self.records.append(Record(PartitionKey(topic, partition), None))
+        self.records.append(partition_tombstone(topic, partition))
         return True

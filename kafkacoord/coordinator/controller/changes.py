@@ -1,8 +1,9 @@
 """Building a partition's next record (Kafka's PartitionChangeBuilder, reduced).
 
-Epoch rules (DESIGN §5): the leader epoch grows on every leader change (and when a
-reassignment starts, seed 002's A1); the partition epoch grows on every change of
-leader, ISR, replicas or state. A change that changes nothing yields no record.
+Epoch rules (docs/architecture.md#epochs-and-isr): the leader epoch grows on every leader
+change (and when a reassignment starts, Kafka's reassignment step A1); the partition epoch
+grows on every change of leader, ISR, replicas or state. A change that changes nothing
+yields no record.
 """
 
 from __future__ import annotations

@@ -55,6 +55,8 @@ class InternalTopicSpec:
 
 @dataclass(frozen=True, slots=True)
 class ControllerConfig:
+    """The controller's settings, each named after the Kafka setting it mirrors."""
+
     # Kafka's broker.session.timeout.ms: a node silent for this long is fenced.
     node_session_timeout_ms: int = 9000
     # auto.leader.rebalance.enable and leader.imbalance.check.interval.seconds (in ms).

@@ -1,4 +1,4 @@
-"""Partition leader election strategies (DESIGN.md §5).
+"""Partition leader election strategies (docs/architecture.md#leader-election).
 
 Kafka's ``kafka.controller.PartitionLeaderElectionAlgorithms`` plus the ISR handling the
 ``PartitionStateMachine`` applies around each of them:

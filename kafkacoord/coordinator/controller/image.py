@@ -5,9 +5,10 @@ in every reader of the log (node agents, the CLI). It keeps indexes so that the 
 an event is proportional to what it touches: node -> partitions it leads, is in the ISR
 of, or holds a replica of; leaderless partitions; partitions being reassigned.
 
-Replay applies the StaleControllerEpoch rule (DESIGN §4, seed 004): a decision record
-whose ``controller_epoch`` is lower than the highest controller epoch seen is ignored, as
-is a controller record with a lower epoch. Tombstones carry no epoch and always apply.
+Replay applies Kafka's StaleControllerEpoch rule through
+:class:`~kafkacoord.codecs.fencing.ControllerEpochFence` (docs/architecture.md#controller-epoch):
+a decision record whose ``controller_epoch`` is lower than the highest controller epoch seen
+is ignored, as is a controller record with a lower epoch. Tombstones always apply.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 from collections.abc import Iterator, Mapping, Set
 from typing import Any, TypeAlias
 
+from kafkacoord.codecs.fencing import ControllerEpochFence, controller_epoch_of
 from kafkacoord.codecs.models import (
     AvroModel,
     ControllerKey,
@@ -83,7 +85,7 @@ class MetadataImage:
 
     def __init__(self) -> None:
         self.controller: ControllerValue | None = None
-        self._epoch = -1
+        self.fence = ControllerEpochFence()
         self.nodes: dict[int, NodeValue] = {}
         self.topics: dict[str, TopicValue] = {}
         self._partitions: dict[str, dict[int, PartitionValue]] = {}
@@ -100,29 +102,22 @@ class MetadataImage:
     @property
     def controller_epoch(self) -> int:
         """The highest controller epoch seen (``-1`` before any controller record)."""
-        return self._epoch
+        return self.fence.epoch
 
     def replay(self, record: Record) -> bool:
         return self.apply(record.key, record.value)
 
     def apply(self, key: AvroModel, value: AvroModel | None) -> bool:
         """Apply one record; returns ``False`` when it was ignored as stale."""
+        if not self.fence.admit(value):
+            return self._stale(key, controller_epoch_of(value))
         if type(value) is PartitionValue:  # the common case first
-            if value.controller_epoch < self._epoch:
-                return self._stale(key, value.controller_epoch)
             assert isinstance(key, PartitionKey)
             self._apply_partition(key.topic, key.partition, value)
             return True
-        if value is not None:
-            if isinstance(value, ControllerValue):
-                if value.epoch < self._epoch:
-                    return self._stale(key, value.epoch)
-                self.controller = value
-                self._epoch = value.epoch
-                return True
-            epoch: int = getattr(value, "controller_epoch", NO_LEADER)
-            if epoch < self._epoch:
-                return self._stale(key, epoch)
+        if isinstance(value, ControllerValue):
+            self.controller = value
+            return True
         if isinstance(key, PartitionKey):
             assert value is None
             self._apply_partition(key.topic, key.partition, None)
@@ -360,7 +355,7 @@ class MetadataImage:
         return [v for v in found if v is not None]
 
     def leader_imbalance(self) -> dict[int, float]:
-        """Seed 000's imbalance ratio per preferred broker (deleting topics left out)."""
+        """The auto rebalance's imbalance ratio per preferred broker (deleting topics left out)."""
         assignment: dict[TP, tuple[int, ...]] = {}
         leaders: dict[TP, int | None] = {}
         for topic, parts in self._partitions.items():

@@ -1,4 +1,5 @@
-"""Leader elections on demand: ``ElectLeaders`` and the auto leader rebalance (seed 000).
+"""Leader elections on demand: ``ElectLeaders`` and the auto leader rebalance
+(Kafka's ``checkAndTriggerAutoLeaderRebalance``).
 
 ``ElectLeaders`` answers per partition like Kafka's: ELECTION_NOT_NEEDED when the
 preferred replica already leads (preferred) or a leader exists (unclean),
@@ -41,6 +42,8 @@ REBALANCE_TIMER: Final = "leader-rebalance"
 
 
 class LeadershipManager:
+    """``ElectLeaders`` and the periodic auto leader rebalance."""
+
     def __init__(self, config: ControllerConfig, partitions: PartitionManager) -> None:
         self.config = config
         self.partitions = partitions

@@ -37,6 +37,7 @@ from kafkacoord.coordinator.runtime.timers import Timers
 from .batch import Batch
 from .config import ControllerConfig
 from .partitions import PartitionManager, check_node_epoch
+from .records import node_value
 
 __all__ = ["SESSION_TIMER", "NodeManager", "session_timer"]
 
@@ -47,29 +48,9 @@ def session_timer(node_id: int) -> tuple[str, int]:
     return (SESSION_TIMER, node_id)
 
 
-def _node(
-    old: NodeValue,
-    batch: Batch,
-    *,
-    fenced: bool | None = None,
-    shutting_down: bool | None = None,
-) -> NodeValue:
-    # Direct constructor: every node record carries the writing controller's epoch.
-    return NodeValue(
-        node_id=old.node_id,
-        incarnation=old.incarnation,
-        node_epoch=old.node_epoch,
-        fenced=old.fenced if fenced is None else fenced,
-        registered_ms=old.registered_ms,
-        controller_epoch=batch.epoch,
-        rack=old.rack,
-        endpoints=old.endpoints,
-        shutting_down=old.shutting_down if shutting_down is None else shutting_down,
-        roles=old.roles,
-    )
-
-
 class NodeManager:
+    """Registration, heartbeats, sessions, fencing and controlled shutdown of nodes."""
+
     def __init__(self, config: ControllerConfig, partitions: PartitionManager, timers: Timers):
         self.config = config
         self.partitions = partitions
@@ -124,7 +105,7 @@ class NodeManager:
         node = check_node_epoch(batch, body.node_id, body.node_epoch)
         unfenced = False
         if node.fenced and not node.shutting_down:
-            node = _node(node, batch, fenced=False)
+            node = node_value(node, batch.epoch, fenced=False)
             batch.put_node(node)
             self.partitions.on_node_unfenced(batch, node.node_id)
             unfenced = True
@@ -140,7 +121,7 @@ class NodeManager:
     ) -> ControlledShutdownResponse:
         node = check_node_epoch(batch, body.node_id, body.node_epoch)
         if not node.shutting_down:
-            node = _node(node, batch, shutting_down=True)
+            node = node_value(node, batch.epoch, shutting_down=True)
             batch.put_node(node)
         remaining = self.partitions.controlled_shutdown(batch, node.node_id)
         if not remaining and not node.fenced:
@@ -163,7 +144,7 @@ class NodeManager:
         node = batch.node(node_id)
         if node is None or node.fenced:
             return False
-        batch.put_node(_node(node, batch, fenced=True))
+        batch.put_node(node_value(node, batch.epoch, fenced=True))
         self.timers.cancel(session_timer(node_id))
         self.partitions.on_node_fenced(batch, node_id)
         return True

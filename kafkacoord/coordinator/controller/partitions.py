@@ -4,8 +4,9 @@
   and leaves every ISR, except one it is the last member of (the partition is then
   leaderless, KRaft-style, so the node can come back as its clean leader); an unfenced
   node gets elected for leaderless partitions it can lead.
-- Controlled shutdown (seed 001): leaderships move with the controlled-shutdown strategy,
-  the node leaves the ISRs, and the partitions nobody else can lead are reported.
+- Controlled shutdown (Kafka's ``KafkaController.doControlledShutdown``): leaderships move
+  with the controlled-shutdown strategy, the node leaves the ISRs, and the partitions nobody
+  else can lead are reported.
 - ISR changes: ``AlterPartition`` from the leader, ``ReplicaStatus`` from a follower.
 
 All work is proportional to the partitions of the node concerned (image indexes).
@@ -65,6 +66,8 @@ def existing_partition(batch: Batch, topic: str, partition: int) -> PartitionVal
 
 
 class PartitionManager:
+    """Leader elections as nodes come and go, and ISR changes reported by replicas."""
+
     def __init__(self, config: ControllerConfig) -> None:
         self.config = config
 

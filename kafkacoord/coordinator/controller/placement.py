@@ -1,4 +1,5 @@
-"""Replica placement for new topics and partitions (DESIGN.md §5, seed 001).
+"""Replica placement for new topics and partitions (Kafka's ``AdminUtils``,
+docs/architecture.md#placement).
 
 This is Apache Kafka's ``org.apache.kafka.admin.AdminUtils.assignReplicasToBrokers``
 (server-common, Kafka 3.x), reproduced step for step so that, given the same broker set,

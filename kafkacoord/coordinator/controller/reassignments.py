@@ -1,4 +1,4 @@
-"""Partition reassignment (seed 002, KIP-455).
+"""Partition reassignment (Kafka's ``onPartitionReassignment``, KIP-455).
 
 With RS the current replicas, ORS the original ones, TRS the target, AR = TRS - ORS being
 added and RR = ORS - TRS being removed, each step is its own partition record, so a new
@@ -69,6 +69,8 @@ class _Slots:
 
 
 class ReassignmentManager:
+    """Starts, steps, queues, cancels and resumes partition reassignments (KIP-455)."""
+
     def __init__(
         self,
         config: ControllerConfig,

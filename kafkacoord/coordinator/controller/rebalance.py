@@ -1,4 +1,4 @@
-"""Auto leader rebalance (DESIGN.md §5, seed 000).
+"""Auto leader rebalance (Kafka's ``checkAndTriggerAutoLeaderRebalance``).
 
 Kafka's ``KafkaController.checkAndTriggerAutoLeaderRebalance``:
 

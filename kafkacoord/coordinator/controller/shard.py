@@ -1,4 +1,4 @@
-"""The controller as a shard of ``__kc_metadata`` (DESIGN §3-§5).
+"""The controller as a shard of ``__kc_metadata`` (docs/architecture.md#controller).
 
 :class:`ControllerShard` implements the runtime's ``Shard`` protocol. It is pure: time
 comes in as ``now_ms``, randomness from the ``rng`` it is given, and every decision
@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kafkacoord.codecs.models import ControllerKey, ControllerValue, PartitionKey, PartitionValue
+from kafkacoord.codecs.models import PartitionKey, PartitionValue
 from kafkacoord.coordinator.protocol import CONTROLLER_APIS, Body, Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result
@@ -39,12 +39,15 @@ from kafkacoord.coordinator.runtime.timers import Timers
 from .batch import Batch
 from .config import ControllerConfig
 from .image import MetadataImage
+from .internal_topics import InternalTopics
 from .leadership import REBALANCE_TIMER, LeadershipManager
 from .nodes import SESSION_TIMER, NodeManager
 from .partitions import PartitionManager
 from .reassignments import ReassignmentManager
+from .records import controller_record
 from .states import ReplicaStateMachine
-from .topics import DELETE_TOPIC_TIMER, TopicManager
+from .topic_creation import TopicCreator
+from .topic_deletion import DELETE_TOPIC_TIMER, TopicDeleter
 
 __all__ = ["ControllerShard"]
 
@@ -73,6 +76,12 @@ def _gc_paused(enabled: bool) -> Iterator[None]:
 
 
 class ControllerShard:
+    """The controller state machine: the runtime's ``Shard`` for ``__kc_metadata``.
+
+    Handlers build a :class:`~.batch.Batch` of records over the :class:`~.image.MetadataImage`;
+    only :meth:`replay` changes the image. Its epoch is set by :meth:`on_loaded`, and it stops
+    answering once a newer controller record is replayed."""
+
     def __init__(
         self,
         config: ControllerConfig,
@@ -98,9 +107,9 @@ class ControllerShard:
         self.partitions = PartitionManager(config)
         self.nodes = NodeManager(config, self.partitions, self.timers)
         self.reassignments = ReassignmentManager(config, self.partitions, self.replica_states)
-        self.topics = TopicManager(
-            config, self.reassignments, self.replica_states, self.timers, self.rng
-        )
+        self.topics = TopicCreator(config, self.rng)
+        self.deletions = TopicDeleter(config, self.replica_states, self.timers)
+        self.internal_topics = InternalTopics(config, self.topics, self.reassignments)
         self.leadership = LeadershipManager(config, self.partitions)
         # The epoch this controller writes with; set by on_loaded.
         self.epoch = -1
@@ -150,12 +159,7 @@ class ControllerShard:
         batch = Batch(self.image, self.epoch, now_ms)
         # The new epoch goes first: every decision after it carries it.
         batch.records.append(
-            Record(
-                ControllerKey(),
-                ControllerValue(
-                    self.epoch, self.node_id, self.incarnation, now_ms, endpoint=self.endpoint
-                ),
-            )
+            controller_record(self.epoch, self.node_id, self.incarnation, now_ms, self.endpoint)
         )
         self.nodes.start_sessions(batch)
         for node_id, node in sorted(self.image.nodes.items()):
@@ -163,8 +167,8 @@ class ControllerShard:
             if node.fenced and (self.image.led_by(node_id) or self.image.in_isr_of(node_id)):
                 self.partitions.on_node_fenced(batch, node_id)
         self.partitions.elect_leaderless(batch, sorted(self.image.leaderless()))
-        self.topics.resume_deletions(batch)
-        self.topics.ensure_internal(batch)
+        self.deletions.resume(batch)
+        self.internal_topics.ensure(batch)
         self.reassignments.resume(batch)
         if self.config.auto_leader_rebalance_enable:
             self.timers.schedule(
@@ -228,7 +232,7 @@ class ControllerShard:
                 if self.nodes.expire(batch, key[1]):
                     log.info("node %d session expired: fenced", key[1])
             elif isinstance(key, tuple) and key[0] == DELETE_TOPIC_TIMER:
-                self.topics.finish_deletion(batch, key[1])
+                self.deletions.finish(batch, key[1])
             else:
                 log.error("unknown controller timer %r", key)
         self.reassignments.settle(batch)
@@ -248,7 +252,7 @@ class ControllerShard:
     def _heartbeat(self, batch: Batch, body: api.NodeHeartbeat) -> Body:
         reply, unfenced = self.nodes.heartbeat(batch, body)
         if unfenced:
-            self.topics.ensure_internal(batch)
+            self.internal_topics.ensure(batch)
         return reply
 
     def _fence_node(self, batch: Batch, body: api.FenceNode) -> Body:
@@ -276,7 +280,7 @@ class ControllerShard:
         return Empty()
 
     def _delete_topic(self, batch: Batch, body: api.DeleteTopic) -> Body:
-        self.topics.delete(batch, body)
+        self.deletions.delete(batch, body)
         return Empty()
 
     # -- helpers --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Partition and replica state machines (DESIGN.md §5, Kafka's PartitionStateMachine and
+"""Partition and replica state machines (Kafka's PartitionStateMachine and
 ReplicaStateMachine).
 
 Partition states are persisted: a partition record's ``state`` (NEW, ONLINE, OFFLINE), or
@@ -37,6 +37,8 @@ TP: TypeAlias = tuple[str, int]
 
 
 class PartitionPhase(str, Enum):
+    """Kafka's ``PartitionState``; the value is Kafka's name."""
+
     NON_EXISTENT = "NonExistentPartition"
     NEW = "NewPartition"
     ONLINE = "OnlinePartition"
@@ -44,6 +46,8 @@ class PartitionPhase(str, Enum):
 
 
 class ReplicaState(str, Enum):
+    """Kafka's ``ReplicaState``; the value is Kafka's name."""
+
     NEW = "NewReplica"
     ONLINE = "OnlineReplica"
     OFFLINE = "OfflineReplica"

@@ -1,7 +1,13 @@
-"""Group coordinator building blocks (DESIGN.md §6).
+"""Group coordinator building blocks (docs/architecture.md#group-coordinator).
 
 Submodules:
 
+- :mod:`~kafkacoord.coordinator.groups.shard`: :class:`GroupShard`, one offsets partition;
+  :mod:`~kafkacoord.coordinator.groups.membership` its join/sync/heartbeat protocol.
+- :mod:`~kafkacoord.coordinator.groups.state`, :mod:`~kafkacoord.coordinator.groups.member`
+  and :mod:`~kafkacoord.coordinator.groups.classic_group`: a classic group's states and
+  transition table, its members, and the group itself.
+- :mod:`~kafkacoord.coordinator.groups.records`: every record a group shard writes.
 - :mod:`~kafkacoord.coordinator.groups.partitioning`: the group -> offsets-partition hash
   (Kafka's ``Utils.abs(groupId.hashCode()) % numPartitions``).
 - :mod:`~kafkacoord.coordinator.groups.assignors`: the client-side partition assignors

@@ -1,4 +1,4 @@
-"""The group coordinator's settings, with Kafka's names and DESIGN §6 defaults."""
+"""The group coordinator's settings, with Kafka's names and defaults."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ class GroupConfig:
     min_session_timeout_ms: int = 6_000
     """``group.min.session.timeout.ms``: JoinGroup below it gets INVALID_SESSION_TIMEOUT."""
     max_session_timeout_ms: int = 300_000
-    """``group.max.session.timeout.ms`` (DESIGN §6; Kafka 3.x+ defaults to 1800000)."""
+    """``group.max.session.timeout.ms`` (Kafka 3.x+ defaults to 1800000)."""
     initial_rebalance_delay_ms: int = 3_000
     """``group.initial.rebalance.delay.ms``: how long an Empty group waits for more members."""
     max_size: int | None = None

@@ -19,14 +19,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 
-from kafkacoord.codecs.models import GroupMetadataKey
 from kafkacoord.coordinator.protocol import Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
-from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
+from kafkacoord.coordinator.runtime.shard import Reply, RequestRef, Result
 
+from .classic_group import ClassicGroup
 from .config import GroupConfig
-from .group import ClassicGroup, GroupState, Member, Protocols
+from .member import Member, Protocols
+from .records import group_metadata_record
 from .scheduling import ShardTimers, heartbeat_timer, join_timer, sync_timer
+from .state import GroupState
 
 __all__ = ["MemberIdFactory", "Membership", "join_error", "join_reply", "uuid_member_id"]
 
@@ -274,7 +276,7 @@ class Membership:
 
         group.init_next_generation(now)
         if group.state is GroupState.EMPTY:
-            return Result(records=[Record(GroupMetadataKey(group.group_id), group.to_record(now))])
+            return Result(records=[group_metadata_record(group, now)])
 
         replies: list[Reply] = []
         for member in group.members.values():
@@ -629,12 +631,12 @@ class Membership:
             if (group.protocol or "") == group.select_protocol():
                 # Same protocol: no rebalance; persist the new member id, then answer. The
                 # leader learns it leads but keeps the current assignment (skip_assignment).
-                value = group.to_record(
-                    now if group.state_timestamp_ms is None else group.state_timestamp_ms
+                record = group_metadata_record(
+                    group, now if group.state_timestamp_ms is None else group.state_timestamp_ms
                 )
                 is_leader = group.is_leader(new_id)
                 member.join_ref = None
-                result.records.append(Record(GroupMetadataKey(group.group_id), value))
+                result.records.append(record)
                 result.replies.append(
                     join_reply(
                         ref, group, new_id, with_members=is_leader, skip_assignment=is_leader
@@ -684,10 +686,10 @@ class Membership:
                 return Result()
             given = {a.member_id: a.assignment for a in body.assignments}
             assignments = {mid: given.get(mid, b"") for mid in group.members}
-            value = group.to_record(now, assignments)
+            record = group_metadata_record(group, now, assignments)
             # Replay of this record hands the assignment to the members (-> Stable).
             replies = self._propagate_assignment(group, ErrorCode.NONE, now, assignments)
-            return Result([Record(GroupMetadataKey(group.group_id), value)], replies)
+            return Result([record], replies)
 
         # Stable: the current assignment.
         self._remove_pending_sync(group, member.member_id)

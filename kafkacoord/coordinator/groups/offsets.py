@@ -21,7 +21,8 @@ from types import MappingProxyType
 
 from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
 
-from .group import ClassicGroup, GroupState
+from .classic_group import ClassicGroup
+from .state import GroupState
 
 __all__ = [
     "ExpirationPolicy",
@@ -30,7 +31,6 @@ __all__ = [
     "expired_partitions",
     "is_expired",
     "java_string_length",
-    "new_offset_value",
 ]
 
 TopicPartition = tuple[str, int]
@@ -124,17 +124,3 @@ def java_string_length(s: str) -> int:
     """``String.length()``: UTF-16 code units, what Kafka compares with
     ``offset.metadata.max.bytes``."""
     return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)
-
-
-def new_offset_value(
-    offset: int, leader_epoch: int, metadata: str | None, now_ms: int, retention_time_ms: int
-) -> OffsetCommitValue:
-    """The record of one commit. A request's ``retention_time_ms`` (old clients; -1 = none)
-    becomes an explicit expire timestamp, as in Kafka."""
-    return OffsetCommitValue(
-        offset=offset,
-        metadata=metadata or "",
-        commit_timestamp_ms=now_ms,
-        leader_epoch=leader_epoch,
-        expire_timestamp_ms=None if retention_time_ms < 0 else now_ms + retention_time_ms,
-    )

@@ -1,4 +1,5 @@
-"""Which group-metadata partition owns a group (DESIGN.md §6, seed 003).
+"""Which group-metadata partition owns a group (Kafka's
+``GroupCoordinatorService.partitionFor``).
 
 Kafka maps a group to a partition of its offsets topic with::
 

@@ -9,7 +9,7 @@ no I/O and reads no clock.
 State, and who changes it:
 
 - **Offsets** change only in :meth:`GroupShard.replay`.
-- **Groups** are Kafka's soft state (see :mod:`.group`): handlers change membership, parked
+- **Groups** are Kafka's soft state (see :mod:`.classic_group`): handlers change membership, parked
   requests and the in-flight generation in memory and write a ``GroupMetadataValue`` snapshot
   where Kafka does. The one step Kafka takes only once a snapshot is durable (the leader's
   assignment reaches the members and the group becomes Stable) is taken by :meth:`replay
@@ -38,18 +38,24 @@ from kafkacoord.coordinator.protocol import GROUP_APIS, Body, ErrorCode, Protoco
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result
 
+from .classic_group import ClassicGroup, GroupSnapshot
 from .config import GroupConfig
 from .consumer_protocol import PROTOCOL_TYPE
-from .group import ClassicGroup, GroupSnapshot, GroupState
 from .membership import MemberIdFactory, Membership, join_error, uuid_member_id
 from .offsets import (
     OffsetStore,
     expiration_policy,
     expired_partitions,
     java_string_length,
-    new_offset_value,
+)
+from .records import (
+    group_metadata_tombstone,
+    offset_commit_record,
+    offset_commit_tombstone,
+    offset_commit_value,
 )
 from .scheduling import EXPIRATION_TIMER, ShardTimers
+from .state import GroupState
 
 __all__ = ["GroupShard"]
 
@@ -261,8 +267,7 @@ class GroupShard:
             offsets = self._offsets.group_offsets(group_id)
             expired = expired_partitions(offsets, now, retention, expiration_policy(group))
             records.extend(
-                Record(OffsetCommitKey(group_id, topic, partition), None)
-                for topic, partition in expired
+                offset_commit_tombstone(group_id, topic, partition) for topic, partition in expired
             )
             if (
                 group is None
@@ -272,7 +277,7 @@ class GroupShard:
             ):
                 continue
             if offsets or group.persisted is not None:
-                records.append(Record(GroupMetadataKey(group_id), None))
+                records.append(group_metadata_tombstone(group_id))
             else:
                 # Never durable (e.g. a join that never completed): just forget it.
                 del self._groups[group_id]
@@ -338,9 +343,11 @@ class GroupShard:
                     )
                     continue
                 records.append(
-                    Record(
-                        OffsetCommitKey(body.group_id, t.name, p.partition),
-                        new_offset_value(
+                    offset_commit_record(
+                        body.group_id,
+                        t.name,
+                        p.partition,
+                        offset_commit_value(
                             p.offset, p.leader_epoch, p.metadata, now, body.retention_time_ms
                         ),
                     )
@@ -415,7 +422,7 @@ class GroupShard:
                     )
                     continue
                 if self._offsets.get(body.group_id, t.name, p) is not None:
-                    records.append(Record(OffsetCommitKey(body.group_id, t.name, p), None))
+                    records.append(offset_commit_tombstone(body.group_id, t.name, p))
                 partitions.append(api.PartitionError(partition=p))
             topics.append(api.TopicErrors(name=t.name, partitions=partitions))
         return Result(
@@ -504,10 +511,10 @@ class GroupShard:
             else:
                 deleted.add(group_id)
                 records.extend(
-                    Record(OffsetCommitKey(group_id, topic, partition), None)
+                    offset_commit_tombstone(group_id, topic, partition)
                     for topic, partition in sorted(self._offsets.group_offsets(group_id))
                 )
-                records.append(Record(GroupMetadataKey(group_id), None))
+                records.append(group_metadata_tombstone(group_id))
             results.append(api.GroupResult(group_id=group_id, error=error))
         return Result(
             records, [Reply(ref, "DeleteGroups", body=api.DeleteGroupsResponse(results=results))]

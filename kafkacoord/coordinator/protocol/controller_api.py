@@ -56,7 +56,7 @@ class FenceNode(Body):
 
 
 class AlterPartition(Body):
-    """The leader's ISR change; stale epochs are rejected (DESIGN §5)."""
+    """The leader's ISR change; stale epochs are rejected (docs/architecture.md#epochs-and-isr)."""
 
     node_id: int = Field(ge=0)
     node_epoch: int

@@ -104,6 +104,9 @@ class SharedProducer:
 
 
 class LeaderEpochWriter:
+    """A group shard's pipelined writer: announces its leader epoch with a ``ShardLeader``
+    record on open and tags every record with it, so readers drop a deposed leader's writes."""
+
     def __init__(
         self,
         shared: SharedProducer,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import structlog
 
 from kafkacoord.codecs import CodecError, decode_record, encode_record
-from kafkacoord.codecs.models import ControllerValue
+from kafkacoord.codecs.fencing import controller_epoch_of
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.storage.cache import Change, ShardStore
 from kafkacoord.storage.errors import AppendError, PoisonRecordError
@@ -40,6 +40,8 @@ log = structlog.get_logger(__name__)
 
 
 class HostState(enum.Enum):
+    """LOADING answers COORDINATOR_LOAD_IN_PROGRESS; STOPPED answers ``unavailable``."""
+
     LOADING = "loading"
     ACTIVE = "active"
     STOPPED = "stopped"
@@ -47,6 +49,8 @@ class HostState(enum.Enum):
 
 @dataclass(slots=True)
 class HostStats:
+    """Counters of one host, for metrics and tests."""
+
     loads: int = 0
     load_seconds: float = 0.0
     records_loaded: int = 0
@@ -87,13 +91,13 @@ class HostParts:
 
 def replay_order(record: Record) -> int:
     """Cache contents replay in controller-epoch order, so epoch fencing keeps them all."""
-    value = record.value
-    if isinstance(value, ControllerValue):
-        return value.epoch
-    return int(getattr(value, "controller_epoch", -1))
+    return controller_epoch_of(record.value)
 
 
 class ShardHost:
+    """Runs one shard: loads it, then handles its requests and timers on one thread, with
+    group commit and write-then-answer (see the module docstring)."""
+
     def __init__(
         self,
         name: str,

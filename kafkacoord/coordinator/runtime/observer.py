@@ -12,6 +12,8 @@ from kafkacoord.coordinator.protocol import ErrorCode
 
 
 class HostObserver(Protocol):
+    """Receives a host's load, append and reply events."""
+
     def loaded(self, shard: str, seconds: float, records: int) -> None:
         """The shard finished loading: time taken and keys replayed."""
 
@@ -23,6 +25,8 @@ class HostObserver(Protocol):
 
 
 class NullObserver:
+    """Ignores every event."""
+
     def loaded(self, shard: str, seconds: float, records: int) -> None:
         pass
 

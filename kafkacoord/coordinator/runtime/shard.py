@@ -1,4 +1,6 @@
-"""The contract between a state machine and the runtime that hosts it (DESIGN §3).
+"""The contract between a state machine and the runtime that hosts it.
+
+See docs/architecture.md#shard-runtime.
 
 A shard is deterministic and does no I/O. Handlers and timers return a
 :class:`Result`: records to append and replies to send. The runtime replays the
@@ -47,6 +49,8 @@ class RequestRef:
 
 @dataclass(frozen=True, slots=True)
 class Request:
+    """A decoded request for one shard: who asked, the API name, and its validated body."""
+
     ref: RequestRef
     api: str
     body: Body
@@ -54,6 +58,9 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
+    """The answer to one request: a body, or an error code with a message. Released only
+    after the records of the same result are durable."""
+
     to: RequestRef
     api: str
     error: ErrorCode = ErrorCode.NONE
@@ -63,6 +70,9 @@ class Reply:
 
 @dataclass(slots=True)
 class Result:
+    """What a handler or timer returns: records to replay and append, and replies to release
+    once they are durable. Handlers never change state themselves."""
+
     records: list[Record] = field(default_factory=list)
     replies: list[Reply] = field(default_factory=list)
 
@@ -76,6 +86,8 @@ class Result:
 
 
 class ReplySink(Protocol):
+    """Where a host hands the replies of a durable batch."""
+
     def send(self, replies: Sequence[Reply]) -> None:
         """Hand replies to their channels (the runtime calls it after the append)."""
 
@@ -110,6 +122,9 @@ class ChannelReplies:
 
 
 class Shard(Protocol):
+    """A deterministic state machine over one partition of an internal topic, with no I/O and
+    no clock: ``replay`` is its only state change, on writes and on loads alike."""
+
     def replay(self, record: Record) -> None:
         """Apply one durable (or about-to-be-durable) record: the only state change."""
 

@@ -10,6 +10,8 @@ from collections.abc import Hashable
 
 
 class Timers:
+    """Deadlines by key; the earliest is popped first, and rescheduling replaces."""
+
     def __init__(self) -> None:
         self._deadlines: dict[Hashable, int] = {}
         self._heap: list[tuple[int, int, Hashable]] = []

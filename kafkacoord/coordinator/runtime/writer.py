@@ -28,6 +28,8 @@ class WriterFencedError(AppendError):
 
 
 class ShardWriter(Protocol):
+    """Where a host appends its batches: durable (``acks=all``) and in order."""
+
     def write(self, records: Sequence[RawRecord]) -> list[int]:
         """Append and wait; returns each record's offset."""
 
@@ -84,6 +86,10 @@ def _raise_for(err: KafkaError | KafkaException, where: str) -> None:
 
 
 class TransactionalWriter:
+    """Appends one shard's batches, each in its own transaction, under a fixed
+    ``transactional.id``: opening it fences any older writer with that id (the controller's
+    zombie fence). One batch at a time; ``submit`` reports after the commit."""
+
     def __init__(
         self,
         bootstrap: str,

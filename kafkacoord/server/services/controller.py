@@ -1,6 +1,6 @@
 """Hosts the controller shard on whichever daemon holds the election lease.
 
-Activation (seed 001's onControllerFailover, KRaft's claim): open the
+Activation (Kafka's ``onControllerFailover``, KRaft's claim): open the
 transactional writer (fencing any zombie), load ``__kc_metadata`` to its end,
 write the next controller epoch (naming this daemon's listener), then serve the
 controller requests that reach that listener.
@@ -39,6 +39,8 @@ RETRY_ACTIVATION_S = 1.0
 
 
 class ControllerService:
+    """Runs the controller shard while this daemon holds the election lease."""
+
     def __init__(
         self,
         settings: Settings,

@@ -71,6 +71,9 @@ class DispatchStats:
 
 
 class RequestDispatcher:
+    """Routes each decoded request to the controller or to the group shard it names, and
+    answers what no shard may see (unknown APIs, unauthorized admin calls) itself."""
+
     def __init__(
         self,
         controller: ControllerTarget,

@@ -20,6 +20,8 @@ log = structlog.get_logger(__name__)
 
 
 class ControllerElection:
+    """The election lease: a consumer-group membership whose partition 0 names the controller."""
+
     def __init__(
         self,
         bootstrap: str,

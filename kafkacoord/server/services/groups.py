@@ -1,9 +1,10 @@
-"""Hosts the group-coordinator shards this daemon leads (seed 004's group immigration).
+"""Hosts the group-coordinator shards this daemon leads (Kafka's
+``GroupCoordinator.onElection`` / ``onResignation``).
 
 The controller places the logical topic ``<prefix>offsets`` on daemons like any
 other topic. Leading partition p means loading ``__kc_offsets``-p (from the
-RocksDB checkpoint, so only the tail is replayed) and serving the requests on
-``__kc_group_requests``-p. Losing p unloads it and answers its parked requests
+RocksDB checkpoint, so only the tail is replayed) and serving the requests for p
+that reach this daemon's listener. Losing p unloads it and answers its parked requests
 with NOT_COORDINATOR. Followed partitions are tailed into the cache every few
 seconds, so a failover replays only what the old leader wrote since.
 """
@@ -41,6 +42,9 @@ log = structlog.get_logger(__name__)
 
 
 class GroupService:
+    """Loads, serves and unloads the group shards this daemon leads, and keeps a warm copy of
+    the ones it follows; the controller's partition records say which."""
+
     def __init__(
         self,
         settings: Settings,

@@ -1,6 +1,6 @@
 """Epoch fencing of the internal topics, exactly as the daemon's loader applies it.
 
-Metadata topics, controller epochs (DESIGN §4): a decision whose
+Metadata topics, controller epochs (docs/architecture.md#controller-epoch): a decision whose
 ``controller_epoch`` is lower than the newest controller epoch seen earlier in
 the log is a stale controller's late write: skipped. Controller records of a
 lower epoch are skipped too. Tombstones always apply.
@@ -24,26 +24,21 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from kafkacoord.codecs import CodecError, RecordType, decode_record
-from kafkacoord.codecs.fencing import Headers, LeaderEpochFence
+from kafkacoord.codecs.fencing import ControllerEpochFence, Headers, LeaderEpochFence
 from kafkacoord.codecs.models import ControllerValue
 from kafkacoord.storage.errors import BrokerUnavailableError
 
 
-class Fence:
-    """The running controller epoch of one metadata partition."""
+class Fence(ControllerEpochFence):
+    """The running controller epoch of one metadata partition, over decoded columns."""
 
-    def __init__(self, epoch: int = -1) -> None:
-        self.epoch = epoch
+    __slots__ = ()
 
     def admits(self, rtype: RecordType, fields: dict[str, Any]) -> bool:
         if rtype is RecordType.CONTROLLER:
-            epoch = int(fields["epoch"])
-            if epoch < self.epoch:
-                return False
-            self.epoch = epoch
-            return True
+            return self.admit_epoch(int(fields["epoch"]), announces=True)
         stamped = fields.get("controller_epoch")
-        return stamped is None or int(stamped) >= self.epoch
+        return self.admit_epoch(None if stamped is None else int(stamped))
 
 
 class EpochScanner:

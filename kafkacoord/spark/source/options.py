@@ -31,7 +31,8 @@ class Role(str, Enum):
 
     @classmethod
     def of(cls, topic: str) -> Role:
-        # Internal topics are named <prefix>metadata and <prefix>offsets (DESIGN §2).
+        # Internal topics are named <prefix>metadata and <prefix>offsets
+        # (docs/architecture.md#topics-and-records).
         if topic.endswith("metadata"):
             return cls.METADATA
         if topic.endswith("offsets"):

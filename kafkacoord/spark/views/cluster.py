@@ -140,7 +140,7 @@ def partitions(snap: Snapshot, ctx: Context) -> pa.Table:
 
 
 def brokers(snap: Snapshot, ctx: Context) -> pa.Table:
-    """Seed 000's check per broker: imbalance = preferred-but-not-led / preferred."""
+    """Kafka's auto-rebalance check per broker: imbalance = preferred-but-not-led / preferred."""
     nodes = snap.frame("nodes")
     live = live_nodes(snap)
     counted = [r for r in partition_rows(snap) if not r["topic_deleting"]]

@@ -1,4 +1,4 @@
-"""Seed 004's becomeLeaderOrFollower rules, on the node side."""
+"""Kafka's becomeLeaderOrFollower rules, on the node side."""
 
 from __future__ import annotations
 

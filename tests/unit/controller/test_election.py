@@ -93,7 +93,8 @@ def test_offline_new_partition_like_kafka_new_partition_state() -> None:
 
 
 def test_reassigned_first_live_isr_member_of_target() -> None:
-    # Seed 002 walk-through: RS {1,2,3} -> TRS {4,5,6}, ISR {1..6}: leader moves to 4.
+    # docs/architecture.md#reassignment-trace: RS {1,2,3} -> TRS {4,5,6}, ISR {1..6}:
+    # the leader moves to 4.
     isr = [1, 2, 3, 4, 5, 6]
     assert reassigned_leader([4, 5, 6], isr, set(isr)) == 4
     assert reassigned_election([4, 5, 6], isr, set(isr)) == ElectionResult(4, tuple(isr))

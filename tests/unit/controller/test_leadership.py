@@ -1,4 +1,5 @@
-"""ElectLeaders and the auto leader rebalance (seed 000) with each of its preconditions."""
+"""ElectLeaders and the auto leader rebalance (Kafka's checkAndTriggerAutoLeaderRebalance),
+with each of its preconditions."""
 
 from __future__ import annotations
 

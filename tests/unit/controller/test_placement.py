@@ -165,7 +165,7 @@ def test_rack_unaware_flag_ignores_racks() -> None:
 
 
 def test_hand_computed_unaware_with_distinct_start_and_shift() -> None:
-    """3 brokers, start index 2, replica shift 1 (the seed 001 walk-through's numbers)."""
+    """3 brokers, start index 2, replica shift 1 (docs/architecture.md#placement)."""
     rng = ScriptedRandom(2, 1)
     result = assign_replicas(no_racks([0, 1, 2]), 6, 3, rng=rng)
     assert rng.bounds == [3, 3]

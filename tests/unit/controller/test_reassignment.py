@@ -1,4 +1,4 @@
-"""Partition reassignment (seed 002): the RS/AR/RR procedure, failover, cancel, limits."""
+"""Partition reassignment (KIP-455): the RS/AR/RR procedure, failover, cancel, limits."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from kafkacoord.coordinator.protocol import controller_api as api
 
 from .support import Cluster, quiet_config
 
-# Seed 002's table: RS, AR, RR, leader, ISR (a set in the article).
-SEED_002 = [
+# docs/architecture.md#reassignment-trace: RS, AR, RR, leader, ISR.
+REASSIGNMENT_TRACE = [
     ((1, 2, 3), (), (), 1, {1, 2, 3}),  # initial state
     ((4, 5, 6, 1, 2, 3), (4, 5, 6), (1, 2, 3), 1, {1, 2, 3}),  # step A2
     ((4, 5, 6, 1, 2, 3), (4, 5, 6), (1, 2, 3), 1, {1, 2, 3, 4, 5, 6}),  # phase B
@@ -64,7 +64,7 @@ def test_seed_002_table_row_by_row() -> None:
     # Phase B: the leader reports that 4, 5 and 6 caught up; the same handler runs B3-B6.
     reply = c.alter_isr("t", 0, [1, 2, 3, 4, 5, 6])
     trace += [v for v in c.partition_records() if v is not None]
-    assert [row(v) for v in trace] == SEED_002
+    assert [row(v) for v in trace] == REASSIGNMENT_TRACE
     # The leader that sent the ISR learns the outcome: it no longer leads.
     assert (reply.leader, reply.replicas, reply.isr) == (4, [4, 5, 6], [4, 5, 6])
     assert [v.reassignment.step if v.reassignment else None for v in trace] == [
@@ -85,7 +85,7 @@ def test_seed_002_with_followers_reporting_one_by_one() -> None:
     assert row(c.p("t")) == ((4, 5, 6, 1, 2, 3), (4, 5, 6), (1, 2, 3), 1, {1, 2, 3, 4, 5})
     c.caught_up(6, "t")
     records = [row(v) for v in c.partition_records() if v is not None]
-    assert records == SEED_002[2:]
+    assert records == REASSIGNMENT_TRACE[2:]
     assert c.shard.image.reassigning() == set()
     c.check()
 
@@ -123,7 +123,7 @@ def test_reassignment_resumes_after_failover(step: str) -> None:
     )
     c.log = c.log[: cut + 1]
     successor = c.failover()
-    assert row(successor.p("t")) == SEED_002[-1]
+    assert row(successor.p("t")) == REASSIGNMENT_TRACE[-1]
     assert successor.shard.image.reassigning() == set()
     successor.check()
 
@@ -136,7 +136,7 @@ def test_reassignment_resumes_after_failover_waiting_for_the_isr() -> None:
     assert row(successor.p("t")) == ((4, 5, 6, 1, 2, 3), (4, 5, 6), (1, 2, 3), 1, {1, 2, 3, 4})
     successor.caught_up(5, "t")
     successor.caught_up(6, "t")
-    assert row(successor.p("t")) == SEED_002[-1]
+    assert row(successor.p("t")) == REASSIGNMENT_TRACE[-1]
     # Every record of the new controller carries its epoch.
     assert successor.p("t").controller_epoch == 1
     successor.check()

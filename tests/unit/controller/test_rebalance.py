@@ -1,4 +1,4 @@
-"""Auto leader rebalance (seed 000, Kafka's checkAndTriggerAutoLeaderRebalance)."""
+"""Auto leader rebalance (Kafka's checkAndTriggerAutoLeaderRebalance)."""
 
 from __future__ import annotations
 

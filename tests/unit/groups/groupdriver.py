@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from kafkacoord.codecs import decode_record, encode_record
 from kafkacoord.coordinator.groups.assignors import get_assignor
+from kafkacoord.coordinator.groups.classic_group import GroupSnapshot
 from kafkacoord.coordinator.groups.config import GroupConfig
 from kafkacoord.coordinator.groups.consumer_protocol import (
     Assignment,
@@ -22,8 +23,8 @@ from kafkacoord.coordinator.groups.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from kafkacoord.coordinator.groups.group import GroupSnapshot, GroupState
 from kafkacoord.coordinator.groups.shard import GroupShard
+from kafkacoord.coordinator.groups.state import GroupState
 from kafkacoord.coordinator.protocol import Body, ErrorCode
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result

@@ -5,14 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kafkacoord.codecs.models import GroupMember, GroupMetadataValue
+from kafkacoord.coordinator.groups.classic_group import ClassicGroup, GroupSnapshot
 from kafkacoord.coordinator.groups.config import GroupConfig
-from kafkacoord.coordinator.groups.group import (
-    ClassicGroup,
-    GroupSnapshot,
-    GroupState,
-    IllegalStateTransitionError,
-    Member,
-)
+from kafkacoord.coordinator.groups.member import Member
+from kafkacoord.coordinator.groups.state import GroupState, IllegalStateTransitionError
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.runtime.shard import RequestRef
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kafkacoord.codecs.models import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+from kafkacoord.coordinator.groups.classic_group import ClassicGroup
 from kafkacoord.coordinator.groups.config import GroupConfig
-from kafkacoord.coordinator.groups.group import ClassicGroup, GroupState
 from kafkacoord.coordinator.groups.offsets import (
     ExpirationPolicy,
     expiration_policy,
@@ -12,6 +12,7 @@ from kafkacoord.coordinator.groups.offsets import (
     is_expired,
 )
 from kafkacoord.coordinator.groups.scheduling import EXPIRATION_TIMER
+from kafkacoord.coordinator.groups.state import GroupState
 from kafkacoord.coordinator.protocol import group_api as api
 
 from .groupdriver import SESSION, Driver, commit_body

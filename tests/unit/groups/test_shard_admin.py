@@ -13,9 +13,9 @@ from kafkacoord.codecs.models import (
     OffsetCommitValue,
 )
 from kafkacoord.coordinator.groups.config import GroupConfig
-from kafkacoord.coordinator.groups.group import GroupState
 from kafkacoord.coordinator.groups.scheduling import EXPIRATION_TIMER, heartbeat_timer, join_timer
 from kafkacoord.coordinator.groups.shard import GroupShard
+from kafkacoord.coordinator.groups.state import GroupState
 from kafkacoord.coordinator.protocol import Empty, ErrorCode
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Request, RequestRef

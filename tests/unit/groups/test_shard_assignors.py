@@ -8,7 +8,7 @@ import pytest
 
 from kafkacoord.coordinator.groups.assignors import ASSIGNORS
 from kafkacoord.coordinator.groups.consumer_protocol import decode_assignment
-from kafkacoord.coordinator.groups.group import GroupState
+from kafkacoord.coordinator.groups.state import GroupState
 from kafkacoord.coordinator.protocol import group_api as api
 
 from .groupdriver import Driver, join_body, sub

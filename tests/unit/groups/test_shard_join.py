@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kafkacoord.codecs.models import GroupMetadataKey, GroupMetadataValue
 from kafkacoord.coordinator.groups.config import GroupConfig
-from kafkacoord.coordinator.groups.group import GroupState
 from kafkacoord.coordinator.groups.scheduling import heartbeat_timer, join_timer, sync_timer
+from kafkacoord.coordinator.groups.state import GroupState
 from kafkacoord.coordinator.protocol import Empty, ErrorCode
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import RequestRef

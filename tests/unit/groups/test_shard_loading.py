@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkacoord.codecs.models import GroupMetadataKey
+from kafkacoord.coordinator.groups.classic_group import ClassicGroup, GroupSnapshot
 from kafkacoord.coordinator.groups.config import GroupConfig
-from kafkacoord.coordinator.groups.group import ClassicGroup, GroupSnapshot, GroupState
 from kafkacoord.coordinator.groups.shard import GroupShard
+from kafkacoord.coordinator.groups.state import GroupState
 from kafkacoord.coordinator.protocol import Body, ErrorCode
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import RequestRef

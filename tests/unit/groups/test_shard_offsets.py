@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
 from kafkacoord.coordinator.groups.config import GroupConfig
-from kafkacoord.coordinator.groups.group import GroupState
+from kafkacoord.coordinator.groups.state import GroupState
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kafkacoord.codecs.models import GroupMetadataValue
-from kafkacoord.coordinator.groups.group import GroupState
+from kafkacoord.coordinator.groups.state import GroupState
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as api
 

@@ -1,4 +1,4 @@
-"""Kafka's client-side partition assignors as pure functions (DESIGN.md §6).
+"""Kafka's client-side partition assignors as pure functions (docs/architecture.md#classic-groups).
 
 In Kafka's classic group protocol the group leader (a client) runs the assignor; kafkacoord
 reproduces them so that its own clients assign exactly as Kafka's Java consumer would:

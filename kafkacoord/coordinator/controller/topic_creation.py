@@ -1,17 +1,10 @@
-"""Topics: create, add partitions, delete; and the controller's own internal topics.
+"""Topic creation: CreateTopics and CreatePartitions (Kafka's ``ReplicationControlManager``).
 
-- Create (seed 001): replicas placed by :func:`placement.assign_replicas` on the live
-  nodes (Kafka's AdminUtils: random start index, rack-aware unless asked not to), or an
-  explicit, validated assignment. Each partition is born ONLINE (NonExistent -> New ->
-  Online in one record) with the live replicas as ISR and the first of them as leader,
-  or stays NEW while none of its replicas is live.
-- Delete: the topic is queued (``deleting=True``), its partitions go OFFLINE with no
-  leader and its replicas to ReplicaDeletionStarted. On the timer tick that follows
-  (``("delete-topic", name)``, ``topic_deletion_delay_ms`` later) every partition is
-  tombstoned, then the topic. Node agents follow the log, so they see the replicas stop.
-- Internal topics (``ControllerConfig.internal_topics``): created once a node with the
-  topic's role is live, replicated towards the configured factor through reassignments
-  as more such nodes come.
+Replicas are placed by :func:`placement.assign_replicas` on the live service nodes
+(Kafka's ``AdminUtils``: random start index, rack-aware unless asked not to), or follow
+an explicit, validated assignment. Each partition is born ONLINE (NonExistent -> New ->
+Online in one record) with the live replicas as ISR and the first of them as leader, or
+stays NEW while none of its replicas is live. See docs/architecture.md#topics-and-partitions.
 """
 
 from __future__ import annotations
@@ -19,7 +12,6 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Final
 
 from kafkacoord.codecs.models import PartitionState, PartitionValue, TopicValue
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
@@ -28,39 +20,22 @@ from kafkacoord.coordinator.protocol.controller_api import (
     CreatePartitionsResponse,
     CreateTopic,
     CreateTopicResponse,
-    DeleteTopic,
 )
-from kafkacoord.coordinator.runtime.timers import Timers
 
 from .batch import Batch
-from .changes import NO_LEADER, Election, apply_change
-from .config import (
-    MIN_INSYNC_REPLICAS,
-    UNCLEAN_LEADER_ELECTION,
-    ControllerConfig,
-    InternalTopicSpec,
-)
+from .changes import NO_LEADER, Election
+from .config import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION, ControllerConfig
 from .placement import (
     AdminOperationError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     assign_replicas,
 )
-from .reassignments import STEP_QUEUED, ReassignmentManager
-from .states import PartitionPhase, ReplicaState, ReplicaStateMachine
+from .reassignments import STEP_QUEUED
+from .records import topic_value
+from .states import PartitionPhase
 
-__all__ = ["DELETE_TOPIC_TIMER", "TopicManager", "delete_topic_timer"]
-
-DELETE_TOPIC_TIMER: Final = "delete-topic"
-
-_DELETION: Final = (
-    ReplicaState.DELETION_SUCCESSFUL,
-    ReplicaState.NON_EXISTENT,
-)
-
-
-def delete_topic_timer(name: str) -> tuple[str, str]:
-    return (DELETE_TOPIC_TIMER, name)
+__all__ = ["TopicCreator"]
 
 
 def _nodes_phrase(count: int, what: str) -> str:
@@ -87,20 +62,16 @@ def _validate_configs(configs: Mapping[str, str]) -> None:
         )
 
 
-class TopicManager:
-    def __init__(
-        self,
-        config: ControllerConfig,
-        reassignments: ReassignmentManager,
-        replica_states: ReplicaStateMachine,
-        timers: Timers,
-        rng: random.Random,
-    ) -> None:
+class TopicCreator:
+    """Creates topics and partitions; :mod:`.internal_topics` places through it too."""
+
+    def __init__(self, config: ControllerConfig, rng: random.Random) -> None:
         self.config = config
-        self.reassignments = reassignments
-        self.replica_states = replica_states
-        self.timers = timers
         self.rng = rng
+
+    def new_topic_id(self) -> str:
+        # From the shard's rng, so a seeded controller is deterministic.
+        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
 
     # -- placement ---------------------------------------------------------------------------
 
@@ -114,7 +85,7 @@ class TopicManager:
             if not roles or not (set(batch.node(n).roles) & roles)  # type: ignore[union-attr]
         )
 
-    def _place(
+    def place(
         self,
         batch: Batch,
         nodes: Sequence[int],
@@ -189,7 +160,7 @@ class TopicManager:
             result[p] = replicas
         return result
 
-    def _new_partition(
+    def new_partition(
         self, batch: Batch, topic: str, partition: int, replicas: tuple[int, ...]
     ) -> None:
         live = batch.live()
@@ -265,11 +236,11 @@ class TopicManager:
                     ErrorCode.INVALID_REPLICATION_FACTOR,
                     f"replication factor must be larger than 0 (got {replication_factor})",
                 )
-            assignment = self._place(
+            assignment = self.place(
                 batch, self._service_nodes(batch), count, replication_factor,
                 rack_aware=body.rack_aware, what="live service",
             )  # fmt: skip
-        topic_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        topic_id = self.new_topic_id()
         response = CreateTopicResponse(
             topic_id="" if body.validate_only else topic_id,
             assignment={p: list(r) for p, r in assignment.items()},
@@ -288,7 +259,7 @@ class TopicManager:
             )
         )
         for p in range(count):
-            self._new_partition(batch, name, p, assignment[p])
+            self.new_partition(batch, name, p, assignment[p])
         return response
 
     def create_partitions(self, batch: Batch, body: CreatePartitions) -> CreatePartitionsResponse:
@@ -337,176 +308,14 @@ class TopicManager:
             # Kafka continues the existing layout: start at partition 0's first replica.
             head = first.replicas[0] if first is not None and first.replicas else 0
             start = next((i for i, n in enumerate(live) if n >= head), 0)
-            assignment = self._place(
+            assignment = self.place(
                 batch, live, adding, replication_factor, rack_aware=True,
                 start_partition_id=current, fixed_start_index=start,
             )  # fmt: skip
         response = CreatePartitionsResponse(assignment={p: list(r) for p, r in assignment.items()})
         if body.validate_only:
             return response
-        batch.put_topic(_topic(topic, batch, num_partitions=body.count))
+        batch.put_topic(topic_value(topic, batch.epoch, num_partitions=body.count))
         for p in range(current, body.count):
-            self._new_partition(batch, body.topic, p, assignment[p])
+            self.new_partition(batch, body.topic, p, assignment[p])
         return response
-
-    def delete(self, batch: Batch, body: DeleteTopic) -> None:
-        if self.config.internal_topic(body.name) is not None:
-            raise ProtocolError(
-                ErrorCode.INVALID_TOPIC_EXCEPTION, f"internal topic {body.name!r} cannot be deleted"
-            )
-        topic = batch.topic(body.name)
-        if topic is None:
-            raise ProtocolError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {body.name!r}"
-            )
-        if topic.deleting:
-            return  # already queued
-        batch.put_topic(_topic(topic, batch, deleting=True))
-        live = batch.live()
-        for p in self._partition_ids(batch, topic):
-            current = batch.partition(body.name, p)
-            if current is None:
-                continue
-            apply_change(
-                batch, current, leader=NO_LEADER, state=PartitionState.OFFLINE,
-                reassignment=None, election=Election.OFFLINE,
-            )  # fmt: skip
-            self._stop_replicas(batch, current, live)
-        self.timers.schedule(
-            delete_topic_timer(body.name), batch.now_ms + self.config.topic_deletion_delay_ms
-        )
-
-    def _stop_replicas(self, batch: Batch, current: PartitionValue, live: frozenset[int]) -> None:
-        key = (current.topic, current.partition)
-        for state in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED):
-            self.replica_states.transition(*key, current.replicas, state, value=current, live=live)
-
-    @staticmethod
-    def _partition_ids(batch: Batch, topic: TopicValue) -> list[int]:
-        return sorted(set(range(topic.num_partitions)) | set(batch.image.partition_ids(topic.name)))
-
-    def finish_deletion(self, batch: Batch, name: str) -> None:
-        """The deletion timer: tombstone every partition, then the topic."""
-        topic = batch.topic(name)
-        if topic is None or not topic.deleting:
-            return
-        live = batch.live()
-        for p in self._partition_ids(batch, topic):
-            current = batch.partition(name, p)
-            if current is None:
-                continue
-            if current.state is not PartitionState.OFFLINE:
-                current = apply_change(
-                    batch, current, leader=NO_LEADER, state=PartitionState.OFFLINE,
-                    reassignment=None, election=Election.OFFLINE,
-                )  # fmt: skip
-            for state in _DELETION:
-                self.replica_states.transition(
-                    name, p, current.replicas, state, value=current, live=live
-                )
-            batch.delete_partition(name, p)
-        batch.delete_topic(name)
-
-    def resume_deletions(self, batch: Batch) -> None:
-        """After a failover: restore the replicas' deletion state and finish on the next tick."""
-        live = batch.live()
-        for name in batch.image.deleting_topics():
-            topic = batch.topic(name)
-            assert topic is not None
-            for p in self._partition_ids(batch, topic):
-                current = batch.partition(name, p)
-                if current is not None:
-                    self._stop_replicas(batch, current, live)
-            self.timers.schedule(delete_topic_timer(name), batch.now_ms)
-
-    # -- internal topics -----------------------------------------------------------------------
-
-    def ensure_internal(self, batch: Batch) -> None:
-        """Create the internal topics that can be, and raise their replication as nodes with
-        their role come."""
-        for spec in self.config.internal_topics:
-            nodes = [
-                n for n in sorted(batch.live())
-                if spec.role in batch.node(n).roles  # type: ignore[union-attr]
-            ]  # fmt: skip
-            if not nodes:
-                continue
-            topic = batch.topic(spec.name)
-            if topic is None:
-                self._create_internal(batch, spec, nodes)
-            elif not topic.deleting:
-                self._grow_internal(batch, spec, topic, nodes)
-
-    def _create_internal(self, batch: Batch, spec: InternalTopicSpec, nodes: list[int]) -> None:
-        replication_factor = min(spec.replication_factor, len(nodes))
-        try:
-            assignment = self._place(
-                batch, nodes, spec.partitions, replication_factor, rack_aware=True
-            )
-        except ProtocolError:
-            # Mixed racks among the role's nodes: place without racks rather than not at all.
-            assignment = self._place(
-                batch, nodes, spec.partitions, replication_factor, rack_aware=False
-            )
-        batch.put_topic(
-            TopicValue(
-                name=spec.name,
-                topic_id=str(uuid.UUID(int=self.rng.getrandbits(128), version=4)),
-                num_partitions=spec.partitions,
-                replication_factor=replication_factor,
-                created_ms=batch.now_ms,
-                controller_epoch=batch.epoch,
-                configs=dict(spec.configs),
-            )
-        )
-        for p in range(spec.partitions):
-            self._new_partition(batch, spec.name, p, assignment[p])
-
-    def _grow_internal(
-        self, batch: Batch, spec: InternalTopicSpec, topic: TopicValue, nodes: list[int]
-    ) -> None:
-        wanted = min(spec.replication_factor, len(nodes))
-        values = [
-            v
-            for v in (batch.partition(spec.name, p) for p in range(topic.num_partitions))
-            if v is not None
-        ]
-        load = dict.fromkeys(nodes, 0)
-        for value in values:
-            for r in value.replicas:
-                if r in load:
-                    load[r] += 1
-        if wanted > topic.replication_factor:
-            batch.put_topic(_topic(topic, batch, replication_factor=wanted))
-        for value in values:
-            if value.reassignment is not None or len(value.replicas) >= wanted:
-                continue
-            target = list(value.replicas)
-            while len(target) < wanted:
-                # The least loaded node with the role that holds no replica yet.
-                extra = min((n for n in nodes if n not in target), key=lambda n: (load[n], n))
-                load[extra] += 1
-                target.append(extra)
-            self.reassignments.alter_one(batch, spec.name, value.partition, target)
-
-
-def _topic(
-    old: TopicValue,
-    batch: Batch,
-    *,
-    num_partitions: int | None = None,
-    replication_factor: int | None = None,
-    deleting: bool | None = None,
-) -> TopicValue:
-    return TopicValue(
-        name=old.name,
-        topic_id=old.topic_id,
-        num_partitions=old.num_partitions if num_partitions is None else num_partitions,
-        replication_factor=(
-            old.replication_factor if replication_factor is None else replication_factor
-        ),
-        created_ms=old.created_ms,
-        controller_epoch=batch.epoch,
-        configs=old.configs,
-        deleting=old.deleting if deleting is None else deleting,
-    )

@@ -1,4 +1,6 @@
-"""A classic-protocol consumer group and its members (Kafka's ``ClassicGroup``).
+"""A classic-protocol consumer group (Kafka's ``ClassicGroup``).
+
+Its states and transition table are in :mod:`.state`, its members in :mod:`.member`.
 
 The group object holds Kafka's *soft* state: membership during a rebalance, parked
 JoinGroup/SyncGroup requests, pending members and the in-flight generation. Kafka keeps
@@ -12,10 +14,8 @@ Nothing here does I/O or reads a clock: times come in as arguments.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
 
 from kafkacoord.codecs.models import GroupMember, GroupMetadataValue
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
@@ -23,119 +23,11 @@ from kafkacoord.coordinator.runtime.shard import RequestRef
 
 from .assignors.javacompat import java_hashmap_order
 from .consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_subscription
+from .member import Member, MemberSnapshot, Protocols
 from .partitioning import java_string_hash
+from .state import GroupState, IllegalStateTransitionError, can_transition
 
-__all__ = [
-    "ClassicGroup",
-    "GroupSnapshot",
-    "GroupState",
-    "IllegalStateTransitionError",
-    "Member",
-    "MemberSnapshot",
-    "Protocols",
-]
-
-Protocols = tuple[tuple[str, bytes], ...]
-"""A member's supported protocols, most preferred first: (name, metadata)."""
-
-
-class GroupState(str, enum.Enum):
-    """Kafka's ``ClassicGroupState``; the value is Kafka's display name."""
-
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-_VALID_PREVIOUS: Final[dict[GroupState, frozenset[GroupState]]] = {
-    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.PREPARING_REBALANCE: frozenset(
-        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
-    ),
-    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
-    GroupState.DEAD: frozenset(GroupState),
-}
-
-
-class IllegalStateTransitionError(RuntimeError):
-    """A transition Kafka forbids was attempted: a bug, never applied."""
-
-
-@dataclass(slots=True, eq=False)
-class Member:
-    """One member of a classic group (Kafka's ``ClassicGroupMember``)."""
-
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    protocol_type: str
-    protocols: Protocols
-    assignment: bytes = b""
-    # Parked requests, answered when the join (sync) phase completes.
-    join_ref: RequestRef | None = None
-    sync_ref: RequestRef | None = None
-    # A member that joined and has not yet received its first JoinGroup response.
-    is_new: bool = False
-
-    @property
-    def is_static(self) -> bool:
-        return self.group_instance_id is not None
-
-    @property
-    def awaiting_join(self) -> bool:
-        return self.join_ref is not None
-
-    @property
-    def awaiting_sync(self) -> bool:
-        return self.sync_ref is not None
-
-    def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
-
-    def metadata(self, protocol: str | None) -> bytes:
-        for name, metadata in self.protocols:
-            if name == protocol:
-                return metadata
-        raise ValueError(f"member {self.member_id} does not support protocol {protocol!r}")
-
-    def matches(self, protocols: Protocols) -> bool:
-        return self.protocols == protocols
-
-    def vote(self, candidates: Iterable[str]) -> str:
-        """The first protocol in this member's preference order that is a candidate."""
-        allowed = set(candidates)
-        for name, _ in self.protocols:
-            if name in allowed:
-                return name
-        raise ValueError(f"member {self.member_id} supports none of {sorted(allowed)}")
-
-    def has_satisfied_heartbeat(self) -> bool:
-        # A new member can expire even while parked; an existing member that is parked in a
-        # rebalance counts as alive (its JoinGroup/SyncGroup is the heartbeat).
-        if self.is_new:
-            return False
-        return self.awaiting_join or self.awaiting_sync
-
-
-@dataclass(frozen=True, slots=True)
-class MemberSnapshot:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    metadata: bytes
-    assignment: bytes
+__all__ = ["ClassicGroup", "GroupSnapshot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +143,7 @@ class ClassicGroup:
         return self.protocol_type is None
 
     def transition(self, target: GroupState, now_ms: int | None) -> None:
-        if self.state not in _VALID_PREVIOUS[target]:
+        if not can_transition(self.state, target):
             raise IllegalStateTransitionError(
                 f"group {self.group_id!r} cannot move from {self.state} to {target}"
             )
@@ -261,7 +153,7 @@ class ClassicGroup:
             self.state_timestamp_ms = now_ms
 
     def can_rebalance(self) -> bool:
-        return self.state in _VALID_PREVIOUS[GroupState.PREPARING_REBALANCE]
+        return can_transition(self.state, GroupState.PREPARING_REBALANCE)
 
     # ----------------------------------------------------------------- membership
 
