@@ -1,0 +1,117 @@
+"""README's five-minute tour, run as written: the bash block between its markers.
+
+The block runs against a daemon on the embedded default, from a directory laid out
+like the repository root. Where the tour says to restart the daemon, the test
+does it (SIGINT, then a new daemon on the same data directory) and runs the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .cluster import DaemonProcess
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).parents[2]
+RESTART = "# Restart the daemon"
+
+
+def tour_block() -> tuple[str, str]:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- tour:start -->\n```bash\n(.*?)```\n<!-- tour:end -->", text, re.S)
+    assert block is not None, "README has no tour block"
+    before, marker, after = block.group(1).partition(RESTART)
+    assert marker, "the tour no longer restarts the daemon"
+    return before, marker + after
+
+
+def _clean_env() -> dict[str, str]:
+    # As a newcomer's shell: no kafkacoord settings, so every default applies.
+    return {k: v for k, v in os.environ.items() if not k.startswith("KAFKACOORD_")}
+
+
+class TourDaemon:
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        self.process: DaemonProcess | None = None
+
+    def start(self) -> None:
+        previous = Path.cwd()
+        os.chdir(self.cwd)  # the default data_dir is relative: var/kafkacoord
+        saved = dict(os.environ)
+        try:
+            os.environ.clear()
+            os.environ.update(_clean_env())
+            # JSON logs for the harness; free ports so parallel runs cannot collide.
+            self.process = DaemonProcess({"KAFKACOORD_LOG_FORMAT": "json",
+                                          "KAFKACOORD_METRICS_PORT": "0",
+                                          "KAFKACOORD_LISTEN": "127.0.0.1:0"})  # fmt: skip
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+            os.chdir(previous)
+        self.process.wait_for("group shards active", timeout_s=120)
+
+    def stop(self) -> None:
+        assert self.process is not None
+        self.process.process.send_signal(signal.SIGINT)
+        self.process.process.wait(60)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Iterator[Path]:
+    for name in ("examples", ".venv"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    yield tmp_path
+    # Whatever the tour left running (on failure) goes with the test; only its own.
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            if proc.name.isdigit() and (proc / "cwd").resolve() == tmp_path.resolve():
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
+def run(script: str, cwd: Path) -> str:
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=_clean_env(),
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, f"tour failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def leaders(describe: str) -> list[int]:
+    return [int(n) for n in re.findall(r"Leader: (-?\d+)", describe)]
+
+
+def test_readme_tour_runs_as_written(workdir: Path) -> None:
+    before, after = tour_block()
+    daemon = TourDaemon(workdir)
+    daemon.start()
+    try:
+        first = run(before, workdir)
+        daemon.stop()
+        daemon.start()
+        second = run(after, workdir)
+    finally:
+        if daemon.process is not None:
+            daemon.process.stop()
+    assert "Created topic kv." in first, first
+    found = leaders(first)
+    assert len(found) == 18, first  # describes after create, after the kill, after the election
+    after_kill = found[6:12]
+    assert all(n in (2, 3) for n in after_kill), first
+    assert 1 in found[12:], first  # the preferred election gave node 1 leaderships back
+    assert first.count("kafkacoord-member") >= 2, first  # two workers in billing
+    # After the daemon's restart: the topic and every service node are still there.
+    assert len(leaders(second)) == 6, second
+    for node in (1, 2, 3):
+        assert re.search(rf"^{node}\s", second, re.M), second
