@@ -145,8 +145,7 @@ class Daemon:
             self._reseed_embedded(bootstrap)
         topics = s.topics
         self._start_listener()
-        self._load_shards()
-        self._start_services(bootstrap)
+        self._load_and_start(bootstrap)
         self.state.ready = True
         offsets = self.state.loads[topics.offsets].values()
         metadata = self.state.loads[topics.metadata].values()
@@ -190,20 +189,34 @@ class Daemon:
         else:
             groups.dispatch(requests)
 
-    def _load_shards(self) -> None:
+    def _load_and_start(self, bootstrap: str) -> None:
         s = self.settings
         topics = s.topics
         self._load(topics.metadata, [0], metadata_policy())
+        # The election's first join can take seconds (the embedded broker holds a new
+        # group's join about 2 s): it runs while the offsets shards load.
+        self._start_controller(bootstrap)
         self._load(
             topics.offsets, range(s.offsets_partitions), offsets_policy(s.offsets_retention_ms)
         )
+        self._start_services(bootstrap)
 
-    def _start_services(self, bootstrap: str) -> None:
-        assert self._cache is not None
+    def _start_controller(self, bootstrap: str) -> None:
+        assert self._cache is not None and self.listener is not None
         s = self.settings
-        topics = s.topics
         if self._probe is None:
             self._probe = TopicIdentityProbe(bootstrap, client_id=f"kafkacoord-{s.node_id}-probe")
+        self.controller = ControllerService(
+            s, bootstrap, self._cache, self.state.identities[s.topics.metadata],
+            config=s.controller_config(), incarnation=self.incarnation,
+            endpoint=self.listener.advertised, observer=self.ops.observer,
+            identity_probe=self._probe.identity,
+        )  # fmt: skip
+
+    def _start_services(self, bootstrap: str) -> None:
+        assert self._cache is not None and self._probe is not None
+        s = self.settings
+        topics = s.topics
         # Every later load checks that the broker still has the topics the cache came from.
         probe = self._probe.identity
         assert self.listener is not None
@@ -214,11 +227,6 @@ class Daemon:
             s, bootstrap, self._cache, self.state.identities[topics.offsets],
             config=s.group_config(), observer=self.ops.observer, identity_probe=probe,
             processor=LoopProcessor(loop, loop_thread, "group-shards"),
-        )  # fmt: skip
-        self.controller = ControllerService(
-            s, bootstrap, self._cache, self.state.identities[topics.metadata],
-            config=s.controller_config(), incarnation=self.incarnation, endpoint=endpoint,
-            observer=self.ops.observer, identity_probe=probe,
         )  # fmt: skip
         self.agent = NodeAgent(
             bootstrap, node_id=s.node_id, handler=self.groups, rack=s.rack,
@@ -280,8 +288,7 @@ class Daemon:
             admin, self._probe, s.topics.specs(), replication_factor=rf, previous=previous
         )
         wiped = wipe_cache(self._cache, [s.topics.metadata, s.topics.offsets])
-        self._load_shards()
-        self._start_services(bootstrap)
+        self._load_and_start(bootstrap)
         self.state.ready = True
         log.info("daemon rebuilt", node_id=s.node_id, rebuilds=self.rebuilds, shards_wiped=wiped,
                  seconds=round(time.monotonic() - started, 3))  # fmt: skip

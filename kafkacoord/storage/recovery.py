@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import structlog
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kafkacoord.codecs import decode_value
 from kafkacoord.codecs.models import ControllerKey, ControllerValue, ShardLeaderKey
@@ -89,7 +89,7 @@ class ShardRecovery:
         loads = {p: self._plan(ShardId(self.topic, p), identity) for p in partitions}
         consumer = self._consumer_factory()
         try:
-            pending = dict(loads)
+            pending = self._without_empty(consumer, loads, identity)
             while pending:
                 try:
                     self._replay(consumer, pending, identity)
@@ -110,6 +110,34 @@ class ShardRecovery:
         # The broker may have been replaced during the load: then the loads mix two lives.
         self._verify_identity(identity)
         return loads
+
+    def _without_empty(
+        self, consumer: Consumer, loads: dict[int, ShardLoad], identity: str
+    ) -> dict[int, ShardLoad]:
+        """Finish at once the shards read from the start of an empty log.
+
+        Reading an empty partition to EOF costs a parked fetch (about 0.6 s for 50 shards
+        on the embedded broker), which is most of a fresh start. A listed end of 0 is
+        exact on every broker: the embedded broker's ListOffsets may undercount, but any
+        batch makes it at least 1.
+        """
+        fresh = [p for p, load in loads.items() if load.resume_offset in (BEGINNING, 0)]
+        pending = dict(loads)
+        for partition in fresh:
+            try:
+                _, high = consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, partition), timeout=5, cached=False
+                )
+            except KafkaException:
+                continue  # the replay finds out the slow way
+            if high != 0:
+                continue
+            load = pending.pop(partition)
+            self._cache.shard(load.shard).apply(
+                {}, next_offset=0, identity=identity, now_ms=self._clock_ms()
+            )  # fmt: skip
+            load.next_offset, load.high_watermark = 0, 0
+        return pending
 
     def _verify_identity(self, identity: str) -> None:
         if self._identity_probe is None:

@@ -250,3 +250,16 @@ def test_empty_partitions_load_at_once(env: Env) -> None:
     loads = env.recovery().recover(range(PARTITIONS), env.identity())
     assert all(load.high_watermark == 0 and load.stats.records == 0 for load in loads.values())
     assert all(env.cache.shard(load.shard).checkpoint() is not None for load in loads.values())
+
+
+def test_empty_partitions_are_skipped_but_never_a_partition_with_records(env: Env) -> None:
+    # One batch of three records: the embedded broker lists its end as 1, not 3.
+    records = [(1, *commit(f"g{i}", 0, i)) for i in range(3)]
+    append_all(env.bootstrap, env.topics.offsets, records)
+    loads = env.recovery().recover(range(PARTITIONS), env.identity())
+    assert {p: load.high_watermark for p, load in loads.items()} == {0: 0, 1: 3, 2: 0}
+    assert loads[1].stats.records == 3
+    env.assert_matches_log()
+    for load in loads.values():
+        checkpoint = env.cache.shard(load.shard).checkpoint()
+        assert checkpoint is not None and checkpoint.next_offset == load.high_watermark
