@@ -365,6 +365,9 @@ class _Planner:
         return {key: [ids[n] for n in self.parts[p]] for p, key in enumerate(self.keys)}
 
 
+_LEADER_ROUNDS = 8
+
+
 def plan_rebalance(
     assignment: Mapping[tuple[str, int], Sequence[int]],
     racks: Mapping[int, str | None],
@@ -382,5 +385,12 @@ def plan_rebalance(
     planner = _Planner(assignment, cluster_layout(racks, remove, max_replicas))
     planner.repair()
     planner.balance()
-    balance_leaders(planner)
-    return planner.result()
+    # To a fixed point, so that planning the plan again changes nothing.
+    result = planner.result()
+    for _ in range(_LEADER_ROUNDS):
+        balance_leaders(planner)
+        again = planner.result()
+        if again == result:
+            break
+        result = again
+    return result
