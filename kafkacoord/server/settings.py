@@ -84,8 +84,12 @@ class Settings(BaseSettings):
     broker_check_interval_ms: int = Field(
         1000, ge=50, description="How often the internal topics' ids are checked (broker loss)."
     )
-    controller_session_timeout_ms: int = Field(
-        6000, ge=1000, description="Session of the controller-election group: failover time."
+    controller_session_timeout_ms: int | None = Field(
+        None,
+        ge=1000,
+        description="Session of the controller-election group: failover time. Unset: 6000, "
+        "or 2000 with an embedded broker (local, so a short lease is safe; the embedded "
+        "tansu holds a new member's join for half the session).",
     )
     node_session_timeout_ms: int = Field(9000, ge=500, description="broker.session.timeout.ms")
     node_heartbeat_interval_ms: int = Field(
@@ -142,6 +146,12 @@ class Settings(BaseSettings):
     @property
     def embedded(self) -> bool:
         return self.bootstrap is None
+
+    @property
+    def controller_session_ms(self) -> int:
+        if self.controller_session_timeout_ms is not None:
+            return self.controller_session_timeout_ms
+        return 2000 if self.embedded else 6000
 
     @property
     def sync_cache(self) -> bool:

@@ -73,3 +73,14 @@ def test_retired_request_topic_settings_are_unknown(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("KAFKACOORD_CONFIG", raising=False)
     with pytest.raises(ValidationError, match="responses_partitions"):
         load_settings(responses_partitions=8)
+
+
+def test_the_election_session_is_short_only_with_an_embedded_broker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for key in ("KAFKACOORD_BOOTSTRAP", "KAFKACOORD_CONTROLLER_SESSION_TIMEOUT_MS"):
+        monkeypatch.delenv(key, raising=False)
+    assert load_settings(None).controller_session_ms == 2000
+    assert load_settings(None, bootstrap="kafka:9092").controller_session_ms == 6000
+    monkeypatch.setenv("KAFKACOORD_CONTROLLER_SESSION_TIMEOUT_MS", "9000")
+    assert load_settings(None).controller_session_ms == 9000

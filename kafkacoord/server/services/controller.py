@@ -80,7 +80,7 @@ class ControllerService:
             bootstrap, topics.metadata, f"{topics.prefix}controller-{identity}",
             client_id=f"{name}-elect",
             on_elected=self._activate, on_lost=self._deactivate,
-            session_timeout_ms=settings.controller_session_timeout_ms,
+            session_timeout_ms=settings.controller_session_ms,
         )  # fmt: skip
 
     @property

@@ -31,6 +31,7 @@ from kafkacoord.coordinator.runtime.observer import HostObserver
 from kafkacoord.coordinator.runtime.processor import Processor, ShardProcessor
 from kafkacoord.coordinator.runtime.shard import Request
 from kafkacoord.server.settings import Settings
+from kafkacoord.server.uptime import process_uptime_s
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.fold import offsets_policy
@@ -128,7 +129,8 @@ class GroupService:
                 return
             count, self._activated_count = self._activated_count, 0
         log.info("group shards active", count=count, leading=len(self.hosts),
-                 seconds=round(time.monotonic() - self._activating_since, 3))  # fmt: skip
+                 seconds=round(time.monotonic() - self._activating_since, 3),
+                 since_launch_s=process_uptime_s())  # fmt: skip
 
     def on_become_follower(self, topic: str, partition: int, state: PartitionValue) -> None:
         if topic != self.topic:
