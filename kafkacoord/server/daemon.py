@@ -41,9 +41,9 @@ from kafkacoord.storage.errors import PoisonRecordError, StorageError
 from kafkacoord.storage.fold import FoldPolicy, metadata_policy, offsets_policy
 from kafkacoord.storage.kafka_broker import KafkaBroker
 from kafkacoord.storage.poison import add_strict_listener, remove_strict_listener, set_strict
-from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
+from kafkacoord.storage.recovery import DEFAULT_DELETE_RETENTION_MS, ShardLoad, ShardRecovery
 from kafkacoord.storage.reseed import reseed
-from kafkacoord.storage.topics import ensure_topics
+from kafkacoord.storage.topics import delete_retention, ensure_topics
 from kafkacoord.wire import Listener, server_context
 
 log = structlog.get_logger(__name__)
@@ -57,6 +57,8 @@ class CacheLockedError(StorageError):
 class DaemonState:
     bootstrap: str = ""
     identities: dict[str, str] = field(default_factory=dict)
+    delete_retention: dict[str, int] = field(default_factory=dict)
+    """Each internal topic's own delete.retention.ms: how old a warm cache may be."""
     loads: dict[str, dict[int, ShardLoad]] = field(default_factory=dict)
     ready: bool = False
 
@@ -140,6 +142,7 @@ class Daemon:
         rf = min(s.offsets_replication_factor, brokers)
 
         self.state.identities = ensure_topics(admin, s.topics.specs(), replication_factor=rf)
+        self.state.delete_retention = delete_retention(admin, list(self.state.identities))
         self._cache = self._open_cache()
         if self._broker is not None:
             self._reseed_embedded(bootstrap)
@@ -211,6 +214,8 @@ class Daemon:
             config=s.controller_config(), incarnation=self.incarnation,
             endpoint=self.listener.advertised, observer=self.ops.observer,
             identity_probe=self._probe.identity,
+            delete_retention_ms=self.state.delete_retention.get(s.topics.metadata,
+                                                                DEFAULT_DELETE_RETENTION_MS),
         )  # fmt: skip
 
     def _start_services(self, bootstrap: str) -> None:
@@ -226,6 +231,8 @@ class Daemon:
         self.groups = GroupService(
             s, bootstrap, self._cache, self.state.identities[topics.offsets],
             config=s.group_config(), observer=self.ops.observer, identity_probe=probe,
+            delete_retention_ms=self.state.delete_retention.get(topics.offsets,
+                                                                DEFAULT_DELETE_RETENTION_MS),
             processor=LoopProcessor(loop, loop_thread, "group-shards"),
         )  # fmt: skip
         self.agent = NodeAgent(
@@ -287,6 +294,7 @@ class Daemon:
         self.state.identities = recreate_topics(
             admin, self._probe, s.topics.specs(), replication_factor=rf, previous=previous
         )
+        self.state.delete_retention = delete_retention(admin, list(self.state.identities))
         wiped = wipe_cache(self._cache, [s.topics.metadata, s.topics.offsets])
         self._load_and_start(bootstrap)
         self.state.ready = True
@@ -353,6 +361,7 @@ class Daemon:
             policy,
             strict=s.strict_records,
             chunk_records=s.load_chunk_records,
+            delete_retention_ms=self.state.delete_retention.get(topic, DEFAULT_DELETE_RETENTION_MS),
             progress_interval_s=s.load_progress_interval_s,
         )
         self.state.loads[topic] = loads = recovery.recover(partitions, self.state.identities[topic])

@@ -25,10 +25,11 @@ from .errors import TopicIdentityChangedError
 from .fencing import marker_epoch
 from .fold import ChunkFolder, FoldPolicy, FoldStats
 from .reader import BEGINNING, LogBehindCheckpointError, PartitionReader
+from .topics import KAFKA_DELETE_RETENTION_MS
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_DELETE_RETENTION_MS = 24 * 60 * 60 * 1000
+DEFAULT_DELETE_RETENTION_MS = KAFKA_DELETE_RETENTION_MS
 
 
 @dataclass(slots=True)

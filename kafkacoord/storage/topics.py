@@ -77,6 +77,10 @@ class InternalTopics:
         ]
 
 
+# Kafka's default delete.retention.ms: one day.
+KAFKA_DELETE_RETENTION_MS = 24 * 60 * 60 * 1000
+
+
 def ensure_topics(
     admin: AdminClient,
     specs: Iterable[TopicSpec],
@@ -152,6 +156,31 @@ def _verify(
             )
     if problems:
         raise TopicConfigError("; ".join(problems))
+
+
+def delete_retention(
+    admin: AdminClient, names: list[str], timeout_s: float = 30.0
+) -> dict[str, int]:
+    """Each topic's ``delete.retention.ms``: how long its tombstones outlive a cleaning.
+
+    A warm cache older than this may have missed a tombstone for good, so recovery
+    must know the topic's own value, not an assumed default. A broker that reports no
+    value keeps Kafka's default.
+    """
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
+    configs = _until_known(
+        lambda: {
+            res.name: future.result()
+            for res, future in admin.describe_configs(resources, request_timeout=timeout_s).items()
+        },
+        timeout_s,
+    )
+    found: dict[str, int] = {}
+    for name in names:
+        entry = configs.get(name, {}).get("delete.retention.ms")
+        value = None if entry is None else entry.value
+        found[name] = int(value) if value not in (None, "") else KAFKA_DELETE_RETENTION_MS
+    return found
 
 
 def topic_identities(

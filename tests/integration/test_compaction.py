@@ -9,6 +9,7 @@ have visibly removed records before it loads.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,9 +31,12 @@ from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.fold import FoldPolicy, metadata_policy, offsets_policy
 from kafkacoord.storage.kafka_broker import KafkaBroker
 from kafkacoord.storage.recovery import ShardRecovery
-from kafkacoord.storage.topics import COMPACT, topic_identities
+from kafkacoord.storage.topics import COMPACT, InternalTopics, topic_identities
 
+from .cluster import fast_daemon_env, start_daemon, wait_until
 from .helpers import append_all, expected_state, read_partition
+from .storm import Acknowledged, check
+from .storm import storm as run_storm
 
 pytestmark = pytest.mark.integration
 
@@ -200,3 +204,50 @@ def test_a_warm_cache_older_than_delete_retention_does_not_resurrect_deleted_key
         state = dict(cache.shard(ShardId(topic, 0)).items())
     assert doomed_key not in state
     assert state[kept_key] == kept_value
+
+
+def test_a_kill_storm_while_the_cleaner_runs_loses_nothing_acknowledged(
+    cleaning_kafka: str, prefix: str, tmp_path: Path
+) -> None:
+    """Commits and topic creations, the daemon killed -9 three times, the cleaner compacting
+    the internal topics all along: every acknowledged write is there after each restart."""
+    node, topics = 7, InternalTopics(prefix=prefix, offsets_partitions=4)
+    admin = AdminClient({"bootstrap.servers": cleaning_kafka})
+    created = admin.create_topics([
+        NewTopic(spec.name, spec.partitions, 1, config={**spec.configs, **EAGER_CLEANING})
+        for spec in topics.specs()
+    ])  # fmt: skip
+    for future in created.values():
+        future.result(30)
+    env = fast_daemon_env(cleaning_kafka, prefix, topics.offsets_partitions)
+    acked = Acknowledged()
+    daemon = start_daemon(env, tmp_path, node)
+    try:
+        for round_ in range(3):
+            daemon.wait_for("node registered", timeout_s=120)
+            stop = threading.Event()
+            args = (cleaning_kafka, topics, node, acked, stop, round_)
+            storm = threading.Thread(target=run_storm, args=args)
+            storm.start()
+            time.sleep(3)
+            daemon.kill()
+            stop.set()
+            storm.join(60)
+            daemon = start_daemon(env, tmp_path, node)
+            check(cleaning_kafka, topics, node, acked)
+    finally:
+        daemon.stop()
+    assert acked.offsets and acked.topics, "the storm acknowledged nothing"
+
+    def cleaned() -> bool:
+        # Fewer commits left in the log than were acknowledged: the cleaner dropped the
+        # overwritten ones while the daemons came and went.
+        left = sum(
+            1
+            for p in range(topics.offsets_partitions)
+            for _, key, _ in read_partition(cleaning_kafka, topics.offsets, p)
+            if key is not None and key[:1] == bytes((RecordType.OFFSET_COMMIT,))
+        )
+        return left < acked.commits
+
+    wait_until(cleaned, timeout_s=CLEANER_DEADLINE_S, what="the cleaner to compact the storm")

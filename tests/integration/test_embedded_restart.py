@@ -17,36 +17,23 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 import pytest
 
-from kafkacoord.client import GroupAdmin
-from kafkacoord.client.admin import ControllerAdmin, read_metadata
-from kafkacoord.client.errors import RequestError
-from kafkacoord.coordinator.controller.image import MetadataImage
-from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.storage.topics import InternalTopics
 
 from .cluster import DaemonProcess, wait_until
+from .storm import GROUPS, Acknowledged, check
+from .storm import storm as run_storm
 
 pytestmark = pytest.mark.integration
 
 NODE = 7
 SHARDS = 4
-GROUPS = [f"storm-{i}" for i in range(8)]
+TOPICS = InternalTopics(offsets_partitions=SHARDS)
 KILLS = {"tansu": 10, "kafka": 2}
-
-
-@dataclass
-class Acknowledged:
-    """What the daemon answered with success: it must survive every kill."""
-
-    offsets: dict[str, int] = field(default_factory=dict)
-    topics: set[str] = field(default_factory=set)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _env(data_dir: Path, kind: str) -> dict[str, str]:
@@ -97,51 +84,6 @@ def _gone(pid: int) -> bool:
     return state == "Z"
 
 
-def _storm(bootstrap: str, acked: Acknowledged, stop: threading.Event, round_: int) -> None:
-    """Commits and topic creations until the daemon dies under them."""
-    topics = InternalTopics(offsets_partitions=SHARDS)
-    with (
-        GroupAdmin(bootstrap, offsets_partitions=SHARDS, timeout_s=5) as groups,
-        ControllerAdmin(bootstrap, topics, timeout_s=5) as admin,
-    ):
-        step = 0
-        while not stop.is_set() and step < 10_000:
-            step += 1
-            group = GROUPS[step % len(GROUPS)]
-            offset = round_ * 100_000 + step
-            try:
-                errors = groups.reset_offsets(group, {("orders", 0): offset})
-                if errors.get(("orders", 0)) is ErrorCode.NONE:
-                    with acked.lock:
-                        acked.offsets[group] = offset
-                if step % 25 == 0:
-                    name = f"t-{round_}-{step}"
-                    admin.create_topic(name, replica_assignment={0: [NODE]})
-                    with acked.lock:
-                        acked.topics.add(name)
-            except (RequestError, TimeoutError, OSError):
-                if stop.is_set():
-                    return
-                time.sleep(0.05)
-
-
-def _check(bootstrap: str, acked: Acknowledged) -> None:
-    topics = InternalTopics(offsets_partitions=SHARDS)
-
-    def registered() -> MetadataImage | None:
-        image = read_metadata(bootstrap, topics.metadata)
-        return image if NODE in image.nodes else None
-
-    image = wait_until(registered, timeout_s=60, what="the node registration")
-    missing = sorted(t for t in acked.topics if image.topic(t) is None)
-    assert missing == [], f"acknowledged topics lost: {missing}"
-    with GroupAdmin(bootstrap, offsets_partitions=SHARDS, timeout_s=30) as groups:
-        for group, offset in acked.offsets.items():
-            committed = groups.committed(group).get(("orders", 0))
-            # A later commit may have been written but not answered: never less.
-            assert committed is not None and committed.offset >= offset, (group, offset)
-
-
 @pytest.fixture
 def daemon(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Daemon]:
     running = Daemon(tmp_path / "data", request.param)
@@ -156,7 +98,9 @@ def test_kill_9_storms_lose_nothing_acknowledged(daemon: Daemon) -> None:
     bootstrap = daemon.start()
     for round_ in range(KILLS[daemon.kind]):
         stop = threading.Event()
-        storm = threading.Thread(target=_storm, args=(bootstrap, acked, stop, round_))
+        storm = threading.Thread(
+            target=run_storm, args=(bootstrap, TOPICS, NODE, acked, stop, round_)
+        )
         storm.start()
         time.sleep(rng.uniform(1.0, 2.5))
         broker = daemon.broker_pid()
@@ -167,6 +111,6 @@ def test_kill_9_storms_lose_nothing_acknowledged(daemon: Daemon) -> None:
         wait_until(partial(_gone, broker), timeout_s=30, what=f"broker {broker} to die with it")
         restarted = daemon.start()
         assert restarted == bootstrap, "the embedded broker came back on another port"
-        _check(bootstrap, acked)
+        check(bootstrap, TOPICS, NODE, acked)
     assert len(acked.offsets) == len(GROUPS)
     assert acked.topics, "the storm created no topic"

@@ -10,7 +10,12 @@ from confluent_kafka.admin import ConfigResource, NewTopic
 from kafkacoord.storage.broker import free_port
 from kafkacoord.storage.clients import admin_client, broker_count
 from kafkacoord.storage.errors import BrokerUnavailableError, TopicConfigError
-from kafkacoord.storage.topics import InternalTopics, ensure_topics
+from kafkacoord.storage.topics import (
+    KAFKA_DELETE_RETENTION_MS,
+    InternalTopics,
+    delete_retention,
+    ensure_topics,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -71,3 +76,17 @@ def test_missing_broker_is_a_clear_error() -> None:
     with pytest.raises(BrokerUnavailableError, match=r"cannot reach Kafka at '127\.0\.0\.1:"):
         broker_count(admin_client(bootstrap), bootstrap, timeout_s=2)
     assert time.monotonic() - started < 10
+
+
+def test_recovery_learns_each_topics_own_delete_retention(bootstrap: str, prefix: str) -> None:
+    admin = admin_client(bootstrap)
+    short, plain = f"{prefix}short", f"{prefix}plain"
+    configs = {"cleanup.policy": "compact"}
+    futures = admin.create_topics([
+        NewTopic(short, 1, 1, config={**configs, "delete.retention.ms": "1234"}),
+        NewTopic(plain, 1, 1, config=configs),
+    ])  # fmt: skip
+    for future in futures.values():
+        future.result(30)
+    found = delete_retention(admin, [short, plain])
+    assert found == {short: 1234, plain: KAFKA_DELETE_RETENTION_MS}

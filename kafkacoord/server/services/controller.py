@@ -28,7 +28,7 @@ from kafkacoord.server.settings import Settings
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.fold import metadata_policy
-from kafkacoord.storage.recovery import ShardRecovery
+from kafkacoord.storage.recovery import DEFAULT_DELETE_RETENTION_MS, ShardRecovery
 
 from .dispatch import reject
 from .election import ControllerElection
@@ -54,6 +54,7 @@ class ControllerService:
         on_change: Callable[[bool], None] | None = None,
         observer: HostObserver | None = None,
         identity_probe: Callable[[str], str | None] | None = None,
+        delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
     ) -> None:
         self.settings = settings
         self.config = config
@@ -64,6 +65,7 @@ class ControllerService:
         self.elections: Counter[str] = Counter()
         self._observer = observer
         self._identity_probe = identity_probe
+        self._delete_retention_ms = delete_retention_ms
         self._bootstrap = bootstrap
         self._cache = cache
         self._identity = identity
@@ -114,7 +116,7 @@ class ControllerService:
                 **{"auto.offset.reset": "error", "isolation.level": "read_committed"},
             ),
             topics.metadata, metadata_policy(), strict=s.strict_records,
-            chunk_records=s.load_chunk_records,
+            chunk_records=s.load_chunk_records, delete_retention_ms=self._delete_retention_ms,
             # A load from a broker that lost the topic must not mix into the old cache.
             identity_probe=None if (probe := self._identity_probe) is None
             else lambda: probe(topics.metadata),

@@ -35,7 +35,7 @@ from kafkacoord.server.uptime import process_uptime_s
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.fold import offsets_policy
-from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
+from kafkacoord.storage.recovery import DEFAULT_DELETE_RETENTION_MS, ShardLoad, ShardRecovery
 
 from .dispatch import reject
 
@@ -58,6 +58,7 @@ class GroupService:
         observer: HostObserver | None = None,
         identity_probe: Callable[[str], str | None] | None = None,
         processor: Processor | None = None,
+        delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
     ) -> None:
         self.settings = settings
         self.config = config
@@ -96,6 +97,7 @@ class GroupService:
             ),
             self.topic, offsets_policy(settings.offsets_retention_ms),
             strict=settings.strict_records, chunk_records=settings.load_chunk_records,
+            delete_retention_ms=delete_retention_ms,
             # A load from a broker that lost the topic must not mix into the old cache.
             identity_probe=None if identity_probe is None else lambda: identity_probe(self.topic),
         )  # fmt: skip
