@@ -10,6 +10,9 @@ writers). Clients reach the daemon over its listener. Each measurement runs for
 - p50_ms / p99_ms:     commit latency with load paced at half of that peak
 - native_commit_rate:  confluent-kafka Consumer.commit(asynchronous=False) against the
                        broker's own group coordinator, one consumer per concurrent caller
+                       (classic protocol)
+- native_consumer_protocol_rate: on Apache Kafka, the same with KIP-848 members
+                       (group.protocol=consumer), subscribed and assigned first
 
 Also measured, to show where the time goes (all on the same cores):
 
@@ -173,35 +176,48 @@ def raw_appends(
 
 
 def native_commits(
-    bootstrap: str, seconds: float, concurrency: int, meter: CpuMeter
+    bootstrap: str, seconds: float, concurrency: int, meter: CpuMeter, protocol: str = "classic"
 ) -> tuple[int, float]:
+    """Consumer.commit() against the broker's own coordinator. ``consumer``: KIP-848
+    members (subscribed and assigned before the window), committing their partitions."""
     counts = [0] * concurrency
-    deadline = time.perf_counter() + seconds
+    ready = threading.Barrier(concurrency + 1)
+    deadline = [0.0]
 
     def worker(k: int) -> None:
-        consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"native-{k % GROUPS}",
-                "enable.auto.commit": False,
-            }
-        )
-        consumer.commit(offsets=[TopicPartition("events", 0, 0)], asynchronous=False)
+        config = {"bootstrap.servers": bootstrap, "group.id": f"native-{protocol}-{k % GROUPS}",
+                  "enable.auto.commit": False, "group.protocol": protocol}  # fmt: skip
+        consumer = Consumer(config)
+        owned = [TopicPartition("events", p) for p in range(PARTITIONS)]
+        if protocol == "consumer":
+            consumer.subscribe(["events"])
+            until = time.monotonic() + 60
+            while not consumer.assignment() and time.monotonic() < until:
+                consumer.poll(0.1)
+            owned = [TopicPartition(tp.topic, tp.partition) for tp in consumer.assignment()]
+        owned = owned or [TopicPartition("events", 0)]
+        consumer.commit(offsets=[TopicPartition(owned[0].topic, owned[0].partition, 0)],
+                        asynchronous=False)  # fmt: skip
+        ready.wait()
         i = 0
-        while time.perf_counter() < deadline:
+        while time.perf_counter() < deadline[0]:
             i += 1
-            tp = TopicPartition("events", i % PARTITIONS, i)
-            consumer.commit(offsets=[tp], asynchronous=False)
+            tp = owned[i % len(owned)]
+            consumer.commit(offsets=[TopicPartition(tp.topic, tp.partition, i)], asynchronous=False)
             counts[k] += 1
+            if protocol == "consumer" and i % 64 == 0:
+                consumer.poll(0)  # serve the member's callbacks now and then
         consumer.close()
 
-    started = time.perf_counter()
-    meter.start()
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(concurrency)]
     for t in threads:
         t.start()
+    ready.wait()
+    started = time.perf_counter()
+    deadline[0] = started + seconds
+    meter.start()
     for t in threads:
-        t.join(seconds + 60)
+        t.join(seconds + 90)
     meter.stop()
     return sum(counts), time.perf_counter() - started
 
@@ -275,6 +291,11 @@ def run(
         native = native_done / elapsed
         native_broker = meter.per_op_ms(native_done)["broker"]
         log(f"native: {native:.0f}/s")
+        native_848 = None
+        if args.broker == "kafka":  # tansu serves only the classic protocol
+            done_848, elapsed = native_commits(bootstrap, seconds, concurrency, meter, "consumer")
+            native_848 = done_848 / elapsed
+            log(f"native, consumer protocol: {native_848:.0f}/s")
         client.close()
     finally:
         daemon.terminate()
@@ -298,6 +319,14 @@ def run(
             "native_commit": native_broker,
         },
         "latency_curve": curve,
+        **(
+            {
+                "native_consumer_protocol_rate": round(native_848),
+                "ratio_native_consumer_protocol": round(peak / native_848, 3),
+            }
+            if native_848
+            else {}
+        ),
     }
 
 
