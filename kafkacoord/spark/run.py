@@ -46,8 +46,11 @@ class RunConfig:
     imbalance_percent: float = DEFAULT_IMBALANCE_PERCENT
     lag_interval_s: float = 5.0
     checkpoint: str | None = None
+    # librdkafka settings (the Python source, the end-offset sampler).
     kafka: dict[str, str] = field(default_factory=dict)
     source: Source = Source.PYTHON
+    # Java Kafka client settings of the connector source (kafka.<setting> options).
+    connector_kafka: dict[str, str] = field(default_factory=dict)
 
     @property
     def checkpoint_location(self) -> str:
@@ -70,7 +73,7 @@ class RunConfig:
             from .connector.source import ConnectorOptions, connector_source
 
             options = ConnectorOptions(self.bootstrap, self.prefix, self.max_records_per_batch,
-                                       self.kafka)  # fmt: skip
+                                       kafka=self.connector_kafka)  # fmt: skip
             return connector_source(spark, options)
         return spark.readStream.format(FORMAT).options(**self.source_options()).load()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (PySpark's convention)
@@ -26,6 +27,9 @@ from .decode import decode
 from .fence import STAGE_INPUT, STAGE_OUTPUT, STAGE_STATE, fence_stage
 
 FORMAT = "kafka"
+# The Java consumer's defaults wait up to 500 ms for more data on every fetch, which a
+# micro-batch of many partitions with a few records each pays over and over.
+CONSUMER_DEFAULTS: Final = {"fetch.max.wait.ms": "10"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,8 @@ class ConnectorOptions:
     bootstrap: str
     prefix: str = "__kc_"
     max_records_per_batch: int | None = None
+    # Tasks reading one micro-batch (default: the cluster's cores).
+    read_tasks: int | None = None
     # Java Kafka client settings, passed as kafka.<setting>.
     kafka: Mapping[str, str] = field(default_factory=dict)
 
@@ -60,21 +66,29 @@ def kafka_stream(spark: SparkSession, options: ConnectorOptions) -> DataFrame:
     )
     if options.max_records_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(options.max_records_per_batch))
-    for name, value in options.kafka.items():
+    for name, value in {**CONSUMER_DEFAULTS, **options.kafka}.items():
         reader = reader.option(f"kafka.{name}", value)
     return reader.load()
 
 
-def fenced(raw: DataFrame) -> DataFrame:
-    """Spark's Kafka rows through the fence stage."""
+def fenced(raw: DataFrame, tasks: int) -> DataFrame:
+    """Spark's Kafka rows through the fence stage, read by at most ``tasks`` tasks.
+
+    Spark's Kafka source plans a task per partition with new records: fifty offsets
+    partitions with a few changes each would cost fifty tasks a micro-batch.
+    """
     key = F.col("key")
-    staged = raw.withColumns(
-        {
-            "kind": F.when(F.octet_length(key) >= 1, key_type(key)),
-            "tag": epoch_tag(F.col("headers")),
-            "partition": F.col("partition").cast("int"),
-        }
-    ).select(*STAGE_INPUT)
+    staged = (
+        raw.coalesce(tasks)
+        .withColumns(
+            {
+                "kind": F.when(F.octet_length(key) >= 1, key_type(key)),
+                "tag": epoch_tag(F.col("headers")),
+                "partition": F.col("partition").cast("int"),
+            }
+        )
+        .select(*STAGE_INPUT)
+    )
     return staged.groupBy("topic", "partition").applyInPandasWithState(
         fence_stage, STAGE_OUTPUT, STAGE_STATE, "append", GroupStateTimeout.NoTimeout
     )
@@ -82,4 +96,5 @@ def fenced(raw: DataFrame) -> DataFrame:
 
 def connector_source(spark: SparkSession, options: ConnectorOptions) -> DataFrame:
     """The decoded, fenced rows of both internal topics, as a stream."""
-    return decode(fenced(kafka_stream(spark, options)))
+    tasks = options.read_tasks or spark.sparkContext.defaultParallelism
+    return decode(fenced(kafka_stream(spark, options), tasks))
