@@ -137,19 +137,21 @@ def build_mixed(topics: InternalTopics, user_topic: str, now: int) -> MixedLog:
     return MixedLog(scenario, metadata, offsets)
 
 
-def write_mixed(bootstrap: str, log: MixedLog) -> None:
-    """Each record in a produce request of its own.
+def write_mixed(bootstrap: str, log: MixedLog, part: slice = slice(None)) -> None:
+    """Each record in a produce request of its own; ``part``: a slice of each topic's records.
 
     tansu answers ListOffsets(latest) with the last batch's base offset + 1, and
     Spark's Kafka source plans its reads to that answer: on tansu it sees a log
     whole only if the log ends in a one-record batch.
     """
     s = log.scenario
-    create_topic(bootstrap, s.user_topic, len(USER_PARTITION_SIZES))
-    user = [(p, b"k", b"v", None) for p, n in enumerate(USER_PARTITION_SIZES) for _ in range(n)]
-    for topic, records in ((s.user_topic, user), (s.topics.metadata, log.metadata),
-                           (s.topics.offsets, log.offsets)):  # fmt: skip
-        write_records(bootstrap, topic, records)
+    if part.start is None:
+        create_topic(bootstrap, s.user_topic, len(USER_PARTITION_SIZES))
+        user = [(p, b"k", b"v", None) for p, n in enumerate(USER_PARTITION_SIZES)
+                for _ in range(n)]  # fmt: skip
+        write_records(bootstrap, s.user_topic, user)
+    for topic, records in ((s.topics.metadata, log.metadata), (s.topics.offsets, log.offsets)):
+        write_records(bootstrap, topic, records[part])
 
 
 def write_records(bootstrap: str, topic: str, records: list[Tagged]) -> None:
