@@ -57,6 +57,23 @@ def _allowed(topic: Column, kind: Column) -> Column:
     return F.coalesce(checks[0] | checks[1] | checks[2], F.lit(False))
 
 
+def _fenced(topic: Column, kind: Column, value: Column, good: Column, epoch: Column) -> Column:
+    """Offsets topics: the leader fence's verdict; metadata: a stale controller epoch."""
+    schema = decoded_schema()
+    stamped = {RecordType.CONTROLLER: F.col(struct_column(RecordType.CONTROLLER))["epoch"]}
+    for rtype in sorted(Role.METADATA.allowed - {RecordType.CONTROLLER}):
+        spark_type = schema[struct_column(rtype)].dataType
+        assert isinstance(spark_type, StructType)
+        if _EPOCH_FIELD in spark_type.fieldNames():
+            stamped[rtype] = F.col(struct_column(rtype))[_EPOCH_FIELD]
+    stale = F.coalesce(_case(kind, stamped, F.lit(None)) < epoch, F.lit(False))
+    return (
+        F.when(_role(topic, Role.OFFSETS), ~F.col("admitted"))
+        .when(_role(topic, Role.METADATA), good & value.isNotNull() & stale)
+        .otherwise(F.lit(False))
+    )
+
+
 def decode(staged: DataFrame) -> DataFrame:
     topic, kind = F.col("topic"), F.col("kind")
     key, value = F.col("key"), F.col("value")
@@ -86,18 +103,6 @@ def decode(staged: DataFrame) -> DataFrame:
                                  fmt.record(key, value, spark_type))  # fmt: skip
 
     epoch = F.col("fence_epoch")
-    stamped = {RecordType.CONTROLLER: F.col(struct_column(RecordType.CONTROLLER))["epoch"]}
-    for rtype in Role.METADATA.allowed - {RecordType.CONTROLLER}:
-        spark_type = schema[struct_column(rtype)].dataType
-        assert isinstance(spark_type, StructType)
-        if _EPOCH_FIELD in spark_type.fieldNames():
-            stamped[rtype] = F.col(struct_column(rtype))[_EPOCH_FIELD]
-    stale = F.coalesce(_case(kind, stamped, F.lit(None)) < epoch, F.lit(False))
-    fenced = (
-        F.when(_role(topic, Role.OFFSETS), ~F.col("admitted"))
-        .when(_role(topic, Role.METADATA), good & value.isNotNull() & stale)
-        .otherwise(F.lit(False))
-    )
     record_type = _case(kind, {t: F.lit(t.name) for t in RecordType}, F.lit(None))
     timestamp = F.col("timestamp")
     epoch_start = F.lit(0).cast("timestamp")
@@ -116,5 +121,5 @@ def decode(staged: DataFrame) -> DataFrame:
         epoch,
         F.col("_bad"),
         *(c.alias(n) for n, c in records.items()),
-    ).withColumn("fenced", fenced)
+    ).withColumn("fenced", _fenced(topic, kind, value, good, epoch))
     return decoded.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields))
