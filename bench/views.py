@@ -1,8 +1,11 @@
-"""P4: the Spark view pipeline against the raw data source, on the embedded broker.
+"""P4: the Spark view pipeline against its source alone, for both sources, on one broker.
 
-Measures in one run (local Spark, ``--master``, default local[2]):
+The two sources are the kafkacoord Python data source (``python``) and Spark's
+own Kafka source with spark-avro (``connector``); both feed the same fold and
+must build the same views. For each, in one run (local Spark, ``--master``,
+default local[2]), on the embedded tansu broker or ``--broker kafka``:
 
-- raw_rate:  the kafkacoord data source alone (decoded), into Spark's noop sink
+- raw_rate:  the source alone (decoded and fenced rows), into Spark's noop sink
 - view_rate: the whole view job (fold, RocksDB state, warehouse writes) over
   the same ``--records`` records (every key distinct: the state grows by one
   key per record, the fold's worst case)
@@ -13,7 +16,13 @@ Measures in one run (local Spark, ``--master``, default local[2]):
   triggerExecution) when 1,000 existing keys change, over a state of
   ``--small-records`` keys and then ``--records`` keys
 
-The last stdout line is JSON. Progress goes to stderr.
+Every burst of records ends in one-record batches, one per partition: tansu
+answers ListOffsets(latest) with the last batch's base offset + 1, and Spark's
+Kafka source plans its reads to that answer (the Python source reads end
+offsets from fetches and needs no such care). Records in the freshness load go
+one per batch for the same reason.
+
+The last stdout line is JSON, naming the broker. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from benchlib import BROKERS, broker_for, log
 from confluent_kafka import Message, Producer
 
 from kafkacoord.codecs import encode_key, encode_value
@@ -45,17 +55,12 @@ from kafkacoord.codecs.models import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
-from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
 
 PARTITIONS_PER_GROUP = 16
 TIME_LIMIT_S = 900
 CHANGED_KEYS = 1_000
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def java_hash(text: str) -> int:
@@ -104,12 +109,12 @@ class Dataset:
             )
 
 
-def producer(bootstrap: str) -> Producer:
+def producer(bootstrap: str, *, one_per_batch: bool = False) -> Producer:
     return Producer(
         {
             "bootstrap.servers": bootstrap,
-            "linger.ms": 5,
-            "batch.num.messages": 10_000,
+            "linger.ms": 0 if one_per_batch else 5,
+            "batch.num.messages": 1 if one_per_batch else 10_000,
             "acks": "all",
             "enable.idempotence": True,
             "queue.buffering.max.messages": 500_000,
@@ -117,30 +122,52 @@ def producer(bootstrap: str) -> Producer:
     )
 
 
-def produce(
-    bootstrap: str,
-    topic: str,
-    records: Iterator[tuple[int, bytes, bytes]],
-    on_delivery: Callable[[Any, Message], None] | None = None,
-) -> int:
-    out = producer(bootstrap)
-    deadline = time.monotonic() + TIME_LIMIT_S
-    count = 0
-    for partition, key, value in records:
+class Writer:
+    """A warm producer. Each burst is batched, except each partition's last record:
+    it goes alone, once the rest is acknowledged, so the log ends in one-record batches."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.out = producer(bootstrap)
+        self.out.list_topics(topic, timeout=30)  # metadata now, not in the first burst
+
+    def _send(self, partition: int, key: bytes, value: bytes, on_delivery: Any) -> None:
+        deadline = time.monotonic() + TIME_LIMIT_S
         while True:
             try:
-                out.produce(topic, value, key, partition, on_delivery=on_delivery)
-                break
+                self.out.produce(self.topic, value, key, partition, on_delivery=on_delivery)
+                return
             except BufferError:
-                out.poll(0.01)
+                self.out.poll(0.01)
                 if time.monotonic() > deadline:
                     raise TimeoutError("producing took too long") from None
-        count += 1
-        if count % 10_000 == 0:
-            out.poll(0)
-    if out.flush(120):
-        raise RuntimeError("records left undelivered")
-    return count
+
+    def write(
+        self,
+        records: Iterator[tuple[int, bytes, bytes]],
+        on_delivery: Callable[[Any, Message], None] | None = None,
+    ) -> int:
+        count = 0
+        last: dict[int, tuple[bytes, bytes]] = {}
+        for partition, key, value in records:
+            held = last.get(partition)
+            last[partition] = (key, value)
+            if held is not None:
+                self._send(partition, *held, on_delivery)
+                count += 1
+                if count % 10_000 == 0:
+                    self.out.poll(0)
+        if self.out.flush(120):
+            raise RuntimeError("records left undelivered")
+        for partition, (key, value) in last.items():
+            self._send(partition, key, value, on_delivery)
+        if self.out.flush(60):
+            raise RuntimeError("records left undelivered")
+        return count + len(last)
+
+
+def produce(bootstrap: str, topic: str, records: Iterator[tuple[int, bytes, bytes]]) -> int:
+    return Writer(bootstrap, topic).write(records)
 
 
 def make_topics(bootstrap: str, tag: str) -> InternalTopics:
@@ -156,14 +183,12 @@ def write_dataset(bootstrap: str, data: Dataset) -> None:
     data.records = count
 
 
-def raw_rate(spark: Any, bootstrap: str, data: Dataset, workdir: Path) -> float:
+def raw_rate(spark: Any, config: Any, data: Dataset, workdir: Path) -> float:
+    checkpoint = workdir / f"raw-{config.source.value}-{data.topics.prefix}"
     query = (
-        spark.readStream.format("kafkacoord")
-        .option("bootstrap", bootstrap)
-        .option("prefix", data.topics.prefix)
-        .load()
+        config.stream(spark)
         .writeStream.format("noop")
-        .option("checkpointLocation", str(workdir / f"raw-{data.topics.prefix}"))
+        .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
     )
     started = time.perf_counter()
@@ -203,14 +228,15 @@ def batch_time(spark: Any, config: Any, bootstrap: str, data: Dataset, rounds: i
     """Median triggerExecution of a batch holding exactly 1,000 changed keys."""
     rng = random.Random(7)
     times: list[float] = []
+    writer = Writer(bootstrap, data.topics.offsets)
     with view_job(spark, config) as job:
         query = job.query
         wait_idle(query)
         attempts = 0
-        while len(times) < rounds and attempts < rounds * 3:
+        while len(times) < rounds and attempts < rounds * 4:
             attempts += 1
             seen = last_batch(query)
-            produce(bootstrap, data.topics.offsets, data.changes(CHANGED_KEYS, rng))
+            data.records += writer.write(data.changes(CHANGED_KEYS, rng))
             batches = wait_for_rows(query, seen, CHANGED_KEYS)
             if len(batches) == 1 and batches[0]["numInputRows"] == CHANGED_KEYS:
                 times.append(batches[0]["durationMs"]["triggerExecution"] / 1000)
@@ -268,7 +294,7 @@ def freshness(
     rng = random.Random(11)
     with view_job(spark, config, on_phase=on_phase) as job:
         wait_idle(job.query)
-        out = producer(bootstrap)
+        out = producer(bootstrap, one_per_batch=True)
         started = time.monotonic()
         sent = 0
         while time.monotonic() - started < seconds:
@@ -278,10 +304,11 @@ def freshness(
                 sent += 1
             out.poll(0.01)
         assert out.flush(60) == 0
+        data.records += sent
         wait_for_rows(job.query, -1, sent)
         time.sleep(3)
         ends = {
-            p["batchId"]: json.loads(p["sources"][0]["endOffset"])
+            p["batchId"]: end_offsets(p["sources"][0]["endOffset"])
             for p in job.query.recentProgress
             if p["numInputRows"]
         }
@@ -300,27 +327,14 @@ def freshness(
     return delays[int(len(delays) * 0.95) - 1]
 
 
-def run_bench(bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from kafkacoord.spark.run import RunConfig
-    from kafkacoord.spark.session import spark_session
-
-    spark = spark_session(args.master, state_partitions=args.state_partitions)
-    spark.sparkContext.setLogLevel("ERROR")
-
-    def config(data: Dataset, **extra: Any) -> RunConfig:
-        return RunConfig(
-            bootstrap, workdir / f"wh-{data.topics.prefix}", prefix=data.topics.prefix, **extra
-        )
-
-    small = Dataset(make_topics(bootstrap, "s"), args.small_records)
-    log(f"small state: {small.records:,} records")
-    write_dataset(bootstrap, small)
+def measure(spark: Any, config: Any, *, bootstrap: str, small: Dataset, large: Dataset,
+            args: argparse.Namespace, workdir: Path) -> dict[str, float]:  # fmt: skip
+    """One source's figures; ``config(data, **extra)`` gives its RunConfig."""
     build_views(spark, config(small, available_now=True), small)
-    log("(d) batch time over the small state")
+    log("  (d) batch time over the small state")
     batch_small = batch_time(spark, config(small, trigger="1000 milliseconds"), bootstrap, small,
                              args.rounds)  # fmt: skip
-    log(f"(c) freshness: {args.freshness_rate}/s for {args.freshness_seconds}s, 1s trigger")
+    log(f"  (c) freshness: {args.freshness_rate}/s for {args.freshness_seconds}s, 1s trigger")
     fresh = freshness(
         spark,
         config(small, trigger="1000 milliseconds"),
@@ -329,23 +343,16 @@ def run_bench(bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[s
         seconds=args.freshness_seconds,
         rate=args.freshness_rate,
     )
-
-    large = Dataset(make_topics(bootstrap, "l"), args.records)
-    log(f"large state: {large.records:,} records")
-    write_dataset(bootstrap, large)
-    log("(a) raw source rate")
-    raw = raw_rate(spark, bootstrap, large, workdir)
-    log(f"    {raw:,.0f} records/s")
-    log("(b) view pipeline rate")
+    log("  (a) raw source rate")
+    raw = raw_rate(spark, config(large), large, workdir)
+    log(f"      {raw:,.0f} records/s")
+    log("  (b) view pipeline rate")
     view = build_views(spark, config(large, available_now=True), large)
-    log(f"    {view:,.0f} records/s")
-    log("(d) batch time over the large state")
+    log(f"      {view:,.0f} records/s")
+    log("  (d) batch time over the large state")
     batch_large = batch_time(spark, config(large, trigger="1000 milliseconds"), bootstrap, large,
                              args.rounds)  # fmt: skip
-    spark.stop()
     return {
-        "records": large.records,
-        "small_records": small.records,
         "raw_rate": round(raw),
         "view_rate": round(view),
         "ratio": round(view / raw, 3),
@@ -353,6 +360,56 @@ def run_bench(bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[s
         "batch_s_100k": round(batch_small, 3),
         "batch_s_1m": round(batch_large, 3),
     }
+
+
+def end_offsets(text: str) -> dict[str, int]:
+    """``{"topic|partition": offset}`` from either source's progress report.
+
+    The Python source reports that form; Spark's Kafka source ``{"topic": {"partition": offset}}``.
+    """
+    data = json.loads(text)
+    flat = {}
+    for name, value in data.items():
+        if isinstance(value, dict):
+            flat.update({f"{name}|{p}": int(o) for p, o in value.items()})
+        else:
+            flat[name] = int(value)
+    return flat
+
+
+def run_bench(bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from kafkacoord.spark.connector import connector_jars
+    from kafkacoord.spark.run import RunConfig, Source
+    from kafkacoord.spark.session import spark_session
+
+    sources = [Source(s) for s in args.sources.split(",")]
+    jars = connector_jars() if Source.CONNECTOR in sources else []
+    spark = spark_session(args.master, state_partitions=args.state_partitions, jars=jars)
+    spark.sparkContext.setLogLevel("ERROR")
+
+    small = Dataset(make_topics(bootstrap, "s"), args.small_records)
+    log(f"small state: {small.records:,} records")
+    write_dataset(bootstrap, small)
+    large = Dataset(make_topics(bootstrap, "l"), args.records)
+    log(f"large state: {large.records:,} records")
+    write_dataset(bootstrap, large)
+
+    result: dict[str, Any] = {"broker": args.broker, "records": large.records,
+                              "small_records": small.records}  # fmt: skip
+    for source in sources:
+
+        def config(data: Dataset, source: Source = source, **extra: Any) -> RunConfig:
+            warehouse = workdir / f"wh-{source.value}-{data.topics.prefix}"
+            return RunConfig(bootstrap, warehouse, prefix=data.topics.prefix, source=source,
+                             **extra)  # fmt: skip
+
+        log(f"source {source.value}")
+        result[source.value] = measure(spark, config, bootstrap=bootstrap, small=small,
+                                       large=large, args=args, workdir=workdir)  # fmt: skip
+        log(f"  {json.dumps(result[source.value])}")
+    spark.stop()
+    return result
 
 
 def main() -> None:
@@ -364,7 +421,18 @@ def main() -> None:
     parser.add_argument("--freshness-rate", type=int, default=1_000, help="records per second")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--state-partitions", type=int, default=4)
+    parser.add_argument(
+        "--broker",
+        choices=BROKERS,
+        default="tansu",
+        help="embedded broker to start when --bootstrap is not given",
+    )
     parser.add_argument("--bootstrap", help="existing cluster; default: an embedded broker")
+    parser.add_argument(
+        "--sources",
+        default="python,connector",
+        help="comma-separated: python (kafkacoord data source), connector",
+    )
     parser.add_argument("--workdir", type=Path, help="keep warehouses here (default: a temp dir)")
     args = parser.parse_args()
     # stdout is for the result: logs go to stderr.
@@ -375,11 +443,9 @@ def main() -> None:
         if args.bootstrap:
             result = run_bench(args.bootstrap, args, workdir)
         else:
-            with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
+            with broker_for(args.broker, workdir) as broker:
                 result = run_bench(broker.bootstrap, args, workdir)
-    keys = ("raw_rate", "view_rate", "ratio", "freshness_p95_s", "batch_s_100k", "batch_s_1m")
     print(json.dumps(result), flush=True)
-    print(json.dumps({k: result[k] for k in keys}), flush=True)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,11 @@ class Format(str, Enum):
     json = "json"
 
 
+class SourceName(str, Enum):
+    python = "python"
+    connector = "connector"
+
+
 def trigger_interval(text: str) -> str:
     """``1s``, ``500ms``, ``2m`` as Spark's processing-time interval."""
     match = _DURATION.match(text)
@@ -73,11 +78,28 @@ def run(
     checkpoint: Annotated[
         str | None, typer.Option(help="Checkpoint location (default: <warehouse>/_checkpoints).")
     ] = None,
+    source: Annotated[
+        SourceName,
+        typer.Option(
+            help="python: the kafkacoord data source; connector: Spark's Kafka source and "
+            "spark-avro (jars resolved from Maven Central). Same views; one per checkpoint."
+        ),
+    ] = SourceName.python,
 ) -> None:
     """Fold the internal topics into the warehouse views, continuously or once."""
-    from .run import RunConfig
+    from .run import RunConfig, Source
     from .run import run as run_job
     from .session import spark_session
+
+    jars: list[str] = []
+    if source is SourceName.connector:
+        from .connector import ConnectorJarsError, connector_jars
+
+        try:
+            jars = connector_jars()
+        except ConnectorJarsError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from exc
 
     config = RunConfig(
         bootstrap=bootstrap,
@@ -89,8 +111,9 @@ def run(
         retention_ms=retention_minutes * 60_000,
         lag_interval_s=lag_interval,
         checkpoint=checkpoint,
+        source=Source(source.value),
     )
-    spark = spark_session(master, state_partitions=state_partitions)
+    spark = spark_session(master, state_partitions=state_partitions, jars=jars)
     try:
         run_job(spark, config)
     except KeyboardInterrupt:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import structlog
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from .pipeline import WINDOW, fold
@@ -24,6 +25,13 @@ log = structlog.get_logger(__name__)
 QUERY = "fold"
 
 
+class Source(str, Enum):
+    """What reads the internal topics; both yield the same rows, so the same views."""
+
+    PYTHON = "python"  # the kafkacoord Python data source (librdkafka, fastavro)
+    CONNECTOR = "connector"  # Spark's Kafka source and spark-avro (needs their jars)
+
+
 @dataclass(frozen=True)
 class RunConfig:
     bootstrap: str
@@ -38,7 +46,11 @@ class RunConfig:
     imbalance_percent: float = DEFAULT_IMBALANCE_PERCENT
     lag_interval_s: float = 5.0
     checkpoint: str | None = None
+    # librdkafka settings (the Python source, the end-offset sampler).
     kafka: dict[str, str] = field(default_factory=dict)
+    source: Source = Source.PYTHON
+    # Java Kafka client settings of the connector source (kafka.<setting> options).
+    connector_kafka: dict[str, str] = field(default_factory=dict)
 
     @property
     def checkpoint_location(self) -> str:
@@ -54,6 +66,16 @@ class RunConfig:
             options["maxRecordsPerBatch"] = str(self.max_records_per_batch)
         options.update({f"kafka.{k}": v for k, v in self.kafka.items()})
         return options
+
+    def stream(self, spark: SparkSession) -> DataFrame:
+        """The decoded, fenced rows of the internal topics, from the configured source."""
+        if self.source is Source.CONNECTOR:
+            from .connector.source import ConnectorOptions, connector_source
+
+            options = ConnectorOptions(self.bootstrap, self.prefix, self.max_records_per_batch,
+                                       kafka=self.connector_kafka)  # fmt: skip
+            return connector_source(spark, options)
+        return spark.readStream.format(FORMAT).options(**self.source_options()).load()
 
     def settings(self) -> dict[str, Any]:
         """What views are evaluated with, recorded in the manifest for readers."""
@@ -97,7 +119,7 @@ class ViewJob:
         self.sampler = EndOffsetSampler(
             self.warehouse, config.bootstrap, kafka=config.kafka, interval_s=config.lag_interval_s
         )
-        source = self.spark.readStream.format(FORMAT).options(**config.source_options()).load()
+        source = config.stream(self.spark)
         writer = (
             fold(source)
             .writeStream.outputMode("update")

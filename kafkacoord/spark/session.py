@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
@@ -36,8 +36,14 @@ def spark_session(
     app_name: str = "kafkacoord-views",
     state_partitions: int = 4,
     conf: Mapping[str, str] | None = None,
+    jars: Sequence[str] = (),
 ) -> SparkSession:
-    """A session for the job: ``master`` if given, else spark-submit's, else ``local[*]``."""
+    """A session for the job: ``master`` if given, else spark-submit's, else ``local[*]``.
+
+    ``jars``: added to the session's classpath (``spark.jars``), such as the Kafka
+    connector's (:func:`kafkacoord.spark.connector.connector_jars`); only a new
+    session takes them.
+    """
     # Executors must run the same Python (and see the same packages) as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
@@ -46,6 +52,8 @@ def spark_session(
     elif not SparkConf().contains("spark.master"):
         builder = builder.master("local[*]")
     builder = builder.config("spark.ui.showConsoleProgress", "false")
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

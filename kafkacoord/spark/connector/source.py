@@ -1,0 +1,100 @@
+"""The internal topics through Spark's own Kafka source, as the Python source's rows.
+
+    spark.readStream.format("kafka")   (spark-sql-kafka-0-10)
+      -> record type tag and epoch header, in Spark SQL
+      -> the epoch fences, a stateful stage per (topic, partition)   (fence.py)
+      -> from_avro against the codecs' schemas, poison and fencing   (decode.py)
+
+The result has exactly the columns and values of ``spark.readStream.format("kafkacoord")``,
+so the fold, the warehouse and the views are the same code for both sources.
+The session needs the connector's jars (:mod:`kafkacoord.spark.connector.jars`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 (PySpark's convention)
+from pyspark.sql.streaming.state import GroupStateTimeout
+
+from kafkacoord.codecs.fencing import EPOCH_HEADER
+
+from .avro import key_type, unsigned
+from .decode import decode
+from .fence import STAGE_INPUT, STAGE_OUTPUT, STAGE_STATE, fence_stage
+
+FORMAT = "kafka"
+# The Java consumer's defaults wait up to 500 ms for more data on every fetch, which a
+# micro-batch of many partitions with a few records each pays over and over.
+CONSUMER_DEFAULTS: Final = {"fetch.max.wait.ms": "10"}
+
+
+@dataclass(frozen=True)
+class ConnectorOptions:
+    bootstrap: str
+    prefix: str = "__kc_"
+    max_records_per_batch: int | None = None
+    # Tasks reading one micro-batch (default: the cluster's cores).
+    read_tasks: int | None = None
+    # Java Kafka client settings, passed as kafka.<setting>.
+    kafka: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def topics(self) -> tuple[str, str]:
+        return f"{self.prefix}metadata", f"{self.prefix}offsets"
+
+
+def epoch_tag(headers: Column) -> Column:
+    """The first well-formed ``kc.epoch`` header as a signed int, as ``header_epoch``."""
+    tags = F.filter(
+        headers, lambda h: (h["key"] == EPOCH_HEADER) & (F.octet_length(h["value"]) == 4)
+    )
+    raw = unsigned(F.get(tags, 0)["value"], 1, 4).cast("long")
+    return F.when(raw >= 2**31, raw - 2**32).otherwise(raw).cast("int")
+
+
+def kafka_stream(spark: SparkSession, options: ConnectorOptions) -> DataFrame:
+    reader = (
+        spark.readStream.format(FORMAT)
+        .option("kafka.bootstrap.servers", options.bootstrap)
+        .option("subscribe", ",".join(options.topics))
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+    )
+    if options.max_records_per_batch:
+        reader = reader.option("maxOffsetsPerTrigger", str(options.max_records_per_batch))
+    for name, value in {**CONSUMER_DEFAULTS, **options.kafka}.items():
+        reader = reader.option(f"kafka.{name}", value)
+    return reader.load()
+
+
+def fenced(raw: DataFrame, tasks: int) -> DataFrame:
+    """Spark's Kafka rows through the fence stage, read by at most ``tasks`` tasks.
+
+    Spark's Kafka source plans a task per partition with new records: fifty offsets
+    partitions with a few changes each would cost fifty tasks a micro-batch.
+    """
+    key = F.col("key")
+    staged = (
+        raw.coalesce(tasks)
+        .withColumns(
+            {
+                "kind": F.when(F.octet_length(key) >= 1, key_type(key)),
+                "tag": epoch_tag(F.col("headers")),
+                "partition": F.col("partition").cast("int"),
+            }
+        )
+        .select(*STAGE_INPUT)
+    )
+    return staged.groupBy("topic", "partition").applyInPandasWithState(
+        fence_stage, STAGE_OUTPUT, STAGE_STATE, "append", GroupStateTimeout.NoTimeout
+    )
+
+
+def connector_source(spark: SparkSession, options: ConnectorOptions) -> DataFrame:
+    """The decoded, fenced rows of both internal topics, as a stream."""
+    tasks = options.read_tasks or spark.sparkContext.defaultParallelism
+    return decode(fenced(kafka_stream(spark, options), tasks))
