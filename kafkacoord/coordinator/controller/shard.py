@@ -26,8 +26,9 @@ import gc
 import logging
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from kafkacoord.codecs.models import PartitionKey, PartitionValue
@@ -45,7 +46,7 @@ from .nodes import SESSION_TIMER, NodeManager
 from .partitions import PartitionManager
 from .reassignments import ReassignmentManager
 from .records import controller_record
-from .states import ReplicaStateMachine
+from .states import ReplicaState, ReplicaStateMachine
 from .topic_creation import TopicCreator
 from .topic_deletion import DELETE_TOPIC_TIMER, TopicDeleter
 
@@ -73,6 +74,15 @@ def _gc_paused(enabled: bool) -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+@dataclass(frozen=True, slots=True)
+class _SoftState:
+    """What a handler may change before its records are durable: undone if it fails."""
+
+    replicas: dict[tuple[str, int], dict[int, ReplicaState]]
+    timers: dict[Hashable, int]
+    rng: tuple[Any, ...]
 
 
 class ControllerShard:
@@ -198,14 +208,19 @@ class ControllerShard:
                 f"not {type(request.body).__name__}",
             )
         batch = Batch(self.image, self.epoch, now_ms)
+        # The image changes only by replay, after the append; replica states, timers and
+        # the placement rng change in the handler, so a failure must put them back.
+        saved = self._soft_state()
         try:
             with _gc_paused(self.config.pause_gc_in_handlers):
                 body = handler(batch, request.body)
                 self.reassignments.settle(batch)
         except ProtocolError as exc:
+            self._restore(saved)
             return self._error(request, exc.code, exc.message)
         except Exception:
-            log.exception("controller failed on %s; nothing was written", request.api)
+            self._restore(saved)
+            log.exception("controller failed on %s; nothing was written or kept", request.api)
             return self._error(
                 request, ErrorCode.UNKNOWN_SERVER_ERROR, f"controller failed on {request.api}"
             )
@@ -214,8 +229,22 @@ class ControllerShard:
     def fire_timers(self, now_ms: int) -> Result:
         if not self.active:
             return Result()
-        with _gc_paused(self.config.pause_gc_in_handlers):
-            return self._fire_timers(now_ms)
+        saved = self._soft_state()
+        try:
+            with _gc_paused(self.config.pause_gc_in_handlers):
+                return self._fire_timers(now_ms)
+        except Exception:
+            self._restore(saved)
+            raise
+
+    def _soft_state(self) -> _SoftState:
+        return _SoftState(self.replica_states.snapshot(), self.timers.snapshot(),
+                          self.rng.getstate())  # fmt: skip
+
+    def _restore(self, saved: _SoftState) -> None:
+        self.replica_states.restore(saved.replicas)
+        self.timers.restore(saved.timers)
+        self.rng.setstate(saved.rng)
 
     def _fire_timers(self, now_ms: int) -> Result:
         batch = Batch(self.image, self.epoch, now_ms)

@@ -206,3 +206,10 @@ class ReplicaStateMachine:
 
     def clear(self) -> None:
         self._explicit.clear()
+
+    def snapshot(self) -> dict[TP, dict[int, ReplicaState]]:
+        """For an undo: explicit states are few (replicas mid-deletion or mid-move)."""
+        return self.explicit()
+
+    def restore(self, snapshot: dict[TP, dict[int, ReplicaState]]) -> None:
+        self._explicit = {key: dict(states) for key, states in snapshot.items()}

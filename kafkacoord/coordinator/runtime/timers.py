@@ -39,6 +39,18 @@ class Timers:
         self._deadlines.clear()
         self._heap.clear()
 
+    def snapshot(self) -> dict[Hashable, int]:
+        return dict(self._deadlines)
+
+    def restore(self, snapshot: dict[Hashable, int]) -> None:
+        """Back to ``snapshot``: what was scheduled, cancelled or popped since is undone."""
+        self._deadlines = dict(snapshot)
+        self._heap = []
+        for key, deadline in self._deadlines.items():
+            self._seq += 1
+            self._heap.append((deadline, self._seq, key))
+        heapq.heapify(self._heap)
+
     def _prune(self) -> None:
         # Drop heap entries that were cancelled or superseded by a reschedule.
         while self._heap:
