@@ -72,6 +72,12 @@ class ShardTimers:
     def clear(self) -> None:
         self._timers.clear()
 
+    def snapshot(self) -> dict[Hashable, int]:
+        return self._timers.snapshot()
+
+    def restore(self, snapshot: dict[Hashable, int]) -> None:
+        self._timers.restore(snapshot)
+
     def fire(self, now_ms: int, handler: Callable[[Hashable], Result]) -> Result:
         """Run ``handler`` for every key due at ``now_ms``, earliest first."""
         result = Result()

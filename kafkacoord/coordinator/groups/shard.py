@@ -24,7 +24,9 @@ State, and who changes it:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Final
 
 from kafkacoord.codecs.models import (
@@ -60,6 +62,16 @@ from .state import GroupState
 __all__ = ["GroupShard"]
 
 _REQUEST_BODIES: Final[dict[str, type[Body]]] = {n: s.request for n, s in GROUP_APIS.items()}
+
+
+_MEMBERSHIP_BODIES = (api.JoinGroup, api.SyncGroup, api.LeaveGroup)
+
+
+@dataclass(frozen=True, slots=True)
+class _Saved:
+    group_id: str
+    group: ClassicGroup | None
+    timers: dict[Hashable, int]
 
 
 class GroupShard:
@@ -207,10 +219,33 @@ class GroupShard:
                     )
                 ]
             )
+        saved = self._save(request.body)
         try:
             return self._dispatch(request, now_ms)
         except ProtocolError as exc:
+            self._restore(saved)
             return Result(replies=[self._error_reply(request, exc.code, exc.message)])
+        except Exception:
+            self._restore(saved)
+            raise  # the runtime answers UNKNOWN_SERVER_ERROR; this shard serves on
+
+    def _save(self, body: object) -> _Saved | None:
+        """Membership handlers change a group and its timers before any record is durable:
+        keep a copy to put back if one fails. Heartbeats, commits and fetches change at most
+        a deadline and are not copied (they are most of the traffic)."""
+        if not isinstance(body, _MEMBERSHIP_BODIES):
+            return None
+        group = self._groups.get(body.group_id)
+        return _Saved(body.group_id, copy.deepcopy(group), self._timers.snapshot())
+
+    def _restore(self, saved: _Saved | None) -> None:
+        if saved is None:
+            return
+        if saved.group is None:
+            self._groups.pop(saved.group_id, None)
+        else:
+            self._groups[saved.group_id] = saved.group
+        self._timers.restore(saved.timers)
 
     def _dispatch(self, request: Request, now: int) -> Result:
         body = request.body

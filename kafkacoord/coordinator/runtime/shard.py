@@ -46,6 +46,10 @@ class RequestRef:
     correlation_id: int
     channel: ReplyChannel | None = field(default=None, compare=False)
 
+    def __deepcopy__(self, memo: dict[int, object]) -> RequestRef:
+        # Immutable, and its channel is a live connection: a copied group shares it.
+        return self
+
 
 @dataclass(frozen=True, slots=True)
 class Request:
