@@ -52,13 +52,14 @@ class _Batch:
 class SharedProducer:
     """One idempotent ``acks=all`` producer and its delivery thread, for many writers.
 
-    A short linger lets the appends of several shards, and of the next turns of
-    one shard, share a produce request: the broker's cost is mostly per request.
+    The appends of several shards share a produce request because the processor
+    submits them together, one turn's group at a time (:mod:`.turn`), not because
+    of a linger: with none, a lone commit at low load is sent at once.
     A producer that hit a fatal error is replaced for the writers opened after it.
     """
 
     def __init__(
-        self, bootstrap: str, client_id: str, *, linger_ms: float = 1.0, timeout_s: float = 30.0
+        self, bootstrap: str, client_id: str, *, linger_ms: float = 0.0, timeout_s: float = 30.0
     ) -> None:
         self.bootstrap = bootstrap
         self.client_id = client_id
