@@ -40,13 +40,27 @@ log = structlog.get_logger(__name__)
 
 
 class _Batch:
-    __slots__ = ("done", "error", "offsets", "remaining")
+    """One batch's records, counted back by one delivery callback shared by all of them."""
 
-    def __init__(self, count: int, done: Delivered) -> None:
-        self.offsets: list[int] = [-1] * count
+    __slots__ = ("complete", "done", "error", "offsets", "remaining")
+
+    def __init__(self, count: int, done: Delivered, complete: Callable[[_Batch], None]) -> None:
+        self.offsets: list[int] = []
         self.remaining = count
         self.error: KafkaError | None = None
         self.done = done
+        self.complete = complete
+
+    def delivered(self, err: KafkaError | None, msg: Message) -> None:
+        """Each record's report, on the delivery thread; the last one completes the batch."""
+        if err is not None:
+            self.error = self.error or err
+        else:
+            self.offsets.append(cast(int, msg.offset()))
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.offsets.sort()  # a partition's reports come in order; sorting makes sure
+            self.complete(self)
 
 
 class SharedProducer:
@@ -143,11 +157,11 @@ class LeaderEpochWriter:
         if self._failure is not None:  # fenced or broken: append nothing more
             done([], self._failure)
             return
-        batch = _Batch(len(records), done)
+        batch = _Batch(len(records), done, self._complete)
         with self._idle:
             self._outstanding += 1
-        for index, (key, value) in enumerate(records):
-            callback = self._callback(batch, index)
+        callback = batch.delivered
+        for key, value in records:
             while True:
                 try:
                     self._producer.produce(
@@ -180,18 +194,6 @@ class LeaderEpochWriter:
             self._idle.wait_for(lambda: self._outstanding == 0, timeout=5)
 
     # -- the delivery thread -----------------------------------------------------------
-
-    def _callback(self, batch: _Batch, index: int) -> Callable[[KafkaError | None, Message], None]:
-        def delivered(err: KafkaError | None, msg: Message) -> None:
-            if err is not None:
-                batch.error = batch.error or err
-            else:
-                batch.offsets[index] = cast(int, msg.offset())
-            batch.remaining -= 1
-            if batch.remaining == 0:
-                self._complete(batch)
-
-        return delivered
 
     def _complete(self, batch: _Batch) -> None:
         where = f"append to {self.topic}-{self.partition}"
