@@ -69,7 +69,9 @@ class SharedProducer:
     The appends of several shards share a produce request because the processor
     submits them together, one turn's group at a time (:mod:`.turn`), not because
     of a linger: with none, a lone commit at low load is sent at once.
-    A producer that hit a fatal error is replaced for the writers opened after it.
+    A producer that hit a fatal error is replaced for the writers opened after it;
+    the delivery thread serves the old one until every record it held is reported,
+    so every batch is finished (a turn's group waits for all of its batches).
     """
 
     def __init__(
@@ -82,6 +84,7 @@ class SharedProducer:
         self._linger_ms = linger_ms
         self._lock = threading.Lock()
         self._producer = self._new()
+        self._retired: list[Producer] = []
         self._fatal = False
         self._closed = threading.Event()
         self._poller = threading.Thread(target=self._poll, name=f"{client_id}-deliveries")
@@ -98,7 +101,7 @@ class SharedProducer:
         with self._lock:
             if self._fatal:
                 old, self._producer, self._fatal = self._producer, self._new(), False
-                old.flush(0)
+                self._retired.append(old)
             return self._producer
 
     def failed(self, error: KafkaError) -> None:
@@ -109,13 +112,19 @@ class SharedProducer:
     def _poll(self) -> None:
         while not self._closed.is_set():
             with self._lock:
-                producer = self._producer
+                producer, retired = self._producer, list(self._retired)
+            for old in retired:
+                old.poll(0)
+                if len(old) == 0:
+                    with self._lock:
+                        self._retired.remove(old)
             producer.poll(0.05)
 
     def close(self) -> None:
         self._closed.set()
         self._poller.join(5)
-        self._producer.flush(5)
+        for producer in [*self._retired, self._producer]:
+            producer.flush(5)
 
 
 class LeaderEpochWriter:

@@ -305,6 +305,6 @@ class LoopProcessor:
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop driving; owners stop their hosts first."""
         self._closed = True
-        timer = self._timer
-        if timer is not None:
-            self._loop.call_soon_threadsafe(timer.cancel)
+        for timer in (self._timer, self._deferred):
+            if timer is not None:
+                self._loop.call_soon_threadsafe(timer.cancel)
