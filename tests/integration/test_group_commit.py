@@ -46,9 +46,10 @@ SHARDS = 3
 RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
-@pytest.fixture(name="driver", params=["processor", "loop"])
+@pytest.fixture(name="driver", params=["processor", "loop", "loop-one-group"])
 def driver_fixture(request: pytest.FixtureRequest) -> str:
-    """What drives the shards: a shared processor thread, or the listener's event loop."""
+    """What drives the shards: a shared processor thread, or the listener's event loop;
+    with one group in flight, turns hold records back and requests wait for a turn."""
     return str(request.param)
 
 
@@ -128,8 +129,11 @@ class GroupShards:
         ).start()  # fmt: skip
         loop, loop_thread = self.listener.loop, self.listener.thread_id
         assert loop is not None and loop_thread is not None
+        groups = 1 if driver == "loop-one-group" else 4
         self.processor: Processor = (
-            LoopProcessor(loop, loop_thread) if driver == "loop" else ShardProcessor("test")
+            LoopProcessor(loop, loop_thread, max_inflight_groups=groups)
+            if driver.startswith("loop")
+            else ShardProcessor("test")
         )
         recovery = ShardRecovery(
             cache, lambda: replay_consumer(bootstrap, "group-commit-loader"), self.topic,

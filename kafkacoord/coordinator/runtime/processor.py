@@ -77,7 +77,7 @@ class ShardProcessor:
     """Drives hosts on a thread of its own."""
 
     def __init__(
-        self, name: str = "shards", *, max_batch: int = 5000, max_inflight_groups: int = 1
+        self, name: str = "shards", *, max_batch: int = 5000, max_inflight_groups: int = 4
     ) -> None:
         self.name = name
         self.replies = TurnReplies(self)
@@ -144,7 +144,7 @@ def _flatten(batch: list[tuple[ShardHost | None, object]]) -> list[tuple[ShardHo
 
 
 def group_commits(
-    put_many: Callable[[list[tuple[ShardHost, object]]], None], max_inflight: int = 1
+    put_many: Callable[[list[tuple[ShardHost, object]]], None], max_inflight: int = 4
 ) -> GroupCommits:
     """A processor's group commits: a finished group wakes each of its hosts."""
 
@@ -234,7 +234,7 @@ class LoopProcessor:
         thread_id: int,
         name: str = "shards",
         *,
-        max_inflight_groups: int = 1,
+        max_inflight_groups: int = 4,
         max_defer_s: float = 0.005,
     ) -> None:
         self.name = name

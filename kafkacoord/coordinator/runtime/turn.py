@@ -9,7 +9,7 @@ them into one RocksDB write (:class:`~kafkacoord.storage.cache.CacheBatch`) and
 sends every reply together. A shard whose batch failed fails alone: its outcome is
 its own, only the moment it is looked at is shared.
 
-:class:`GroupCommits` bounds how many turns' appends are in flight at once (one by
+:class:`GroupCommits` bounds how many turns' appends are in flight at once (four by
 default). A turn beyond it still handles its requests and replays their records
 (later requests see them), but holds the records back; the turn after the next
 append finishes sends everything held, of every shard, as one group. At low load
@@ -108,7 +108,7 @@ class GroupCommits:
     on the writers' thread.
     """
 
-    def __init__(self, wake: Wake, *, max_inflight: int = 1) -> None:
+    def __init__(self, wake: Wake, *, max_inflight: int = 4) -> None:
         if max_inflight < 1:
             raise ValueError("max_inflight must be at least 1")
         self._wake = wake
