@@ -131,6 +131,40 @@ class StateCache:
         self.close()
 
 
+class CacheBatch:
+    """Changes of many shards, written in one atomic RocksDB write per database.
+
+    A processor turn folds every shard's durable appends into one batch rather than
+    writing once per shard. Nothing staged is visible until :meth:`write`.
+    """
+
+    def __init__(self) -> None:
+        self._batches: dict[int, tuple[Rdict, WriteBatch, WriteOptions]] = {}
+        self._shards: set[tuple[int, bytes]] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._batches)
+
+    def batch_for(self, db: Rdict, shard_prefix: bytes, options: WriteOptions) -> WriteBatch:
+        """The write batch of ``db``; one shard staged twice is written out in between.
+        ``options`` (a synced WAL, say) are the database's: the same for all its shards."""
+        if (id(db), shard_prefix) in self._shards:
+            self.write()
+        self._shards.add((id(db), shard_prefix))
+        entry = self._batches.get(id(db))
+        if entry is None:
+            entry = self._batches[id(db)] = (db, WriteBatch(raw_mode=True), options)
+        return entry[1]
+
+    def write(self) -> None:
+        """Write everything staged; the batch is empty afterwards, even if a write fails."""
+        batches = list(self._batches.values())
+        self._batches.clear()
+        self._shards.clear()
+        for db, batch, options in batches:
+            db.write(batch, options)
+
+
 class ShardStore:
     """Reads and atomic writes of one shard's key space."""
 
@@ -221,6 +255,34 @@ class ShardStore:
         value that has since changed or gone.
         """
         batch = WriteBatch(raw_mode=True)
+        self._fill(batch, changes, next_offset, identity, now_ms)
+        self._db.write(batch, self._write_options)
+
+    def stage(
+        self,
+        staged: CacheBatch,
+        changes: Mapping[bytes, Change],
+        *,
+        next_offset: int,
+        identity: str,
+        now_ms: int | None = None,
+    ) -> None:
+        """As :meth:`apply`, but into ``staged``, written later with other shards' changes.
+
+        The old values are read now, so a shard already staged in ``staged`` is written
+        out first: its second staging then reads what the first one wrote.
+        """
+        batch = staged.batch_for(self._db, self._prefix, self._write_options)
+        self._fill(batch, changes, next_offset, identity, now_ms)
+
+    def _fill(
+        self,
+        batch: WriteBatch,
+        changes: Mapping[bytes, Change],
+        next_offset: int,
+        identity: str,
+        now_ms: int | None,
+    ) -> None:
         keys = list(changes)
         if keys:
             previous = self._get_many([self._data + k for k in keys])
@@ -243,7 +305,6 @@ class ShardStore:
         batch.put(self._meta + _META_IDENTITY, identity.encode())
         batch.put(self._meta + _META_WRITTEN, _I64.pack(stamp))
         batch.put(self._meta + _META_FORMAT, FORMAT)
-        self._db.write(batch, self._write_options)
 
     def rewrite(self, entries: list[Entry], *, next_offset: int, identity: str) -> None:
         """Replace the whole shard by ``entries`` and a new checkpoint, atomically.

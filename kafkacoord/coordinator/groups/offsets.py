@@ -123,4 +123,6 @@ def expired_partitions(
 def java_string_length(s: str) -> int:
     """``String.length()``: UTF-16 code units, what Kafka compares with
     ``offset.metadata.max.bytes``."""
+    if s.isascii():  # the usual case, and "" (no metadata): one unit per character
+        return len(s)
     return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)

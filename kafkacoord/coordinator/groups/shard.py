@@ -41,6 +41,7 @@ from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result
 
 from .classic_group import ClassicGroup, GroupSnapshot
+from .commit_replies import CommitReplies, Outcomes
 from .config import GroupConfig
 from .consumer_protocol import PROTOCOL_TYPE
 from .membership import MemberIdFactory, Membership, join_error, uuid_member_id
@@ -91,6 +92,7 @@ class GroupShard:
         self._offsets = OffsetStore()
         self._timers = ShardTimers()
         self._membership = Membership(config, self._groups, self._timers, self._new_member_id)
+        self._commit_replies = CommitReplies()
         self._active = False
 
     # ================================================================= read-only views
@@ -366,16 +368,12 @@ class GroupShard:
 
         limit = self.config.offset_metadata_max_bytes
         records: list[Record] = []
-        topics = []
+        outcomes: Outcomes = []
         for t in body.topics:
-            partitions = []
+            partitions: list[tuple[int, ErrorCode]] = []
             for p in t.partitions:
                 if p.metadata is not None and java_string_length(p.metadata) > limit:
-                    partitions.append(
-                        api.PartitionError(
-                            partition=p.partition, error=ErrorCode.OFFSET_METADATA_TOO_LARGE
-                        )
-                    )
+                    partitions.append((p.partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
                     continue
                 records.append(
                     offset_commit_record(
@@ -387,12 +385,9 @@ class GroupShard:
                         ),
                     )
                 )
-                # The hot path: built from validated input, so skip validating it again.
-                partitions.append(api.PartitionError.model_construct(partition=p.partition))
-            topics.append(api.TopicErrors.model_construct(name=t.name, partitions=partitions))
-        reply = Reply(
-            ref, "OffsetCommit", body=api.OffsetCommitResponse.model_construct(topics=topics)
-        )
+                partitions.append((p.partition, ErrorCode.NONE))
+            outcomes.append((t.name, partitions))
+        reply = Reply(ref, "OffsetCommit", body=self._commit_replies.response(outcomes))
         return Result(records, [reply])
 
     @staticmethod

@@ -40,25 +40,44 @@ log = structlog.get_logger(__name__)
 
 
 class _Batch:
-    __slots__ = ("done", "error", "offsets", "remaining")
+    """One batch's records, counted back by one delivery callback shared by all of them."""
 
-    def __init__(self, count: int, done: Delivered) -> None:
-        self.offsets: list[int] = [-1] * count
+    __slots__ = ("complete", "done", "error", "offsets", "remaining")
+
+    def __init__(self, count: int, done: Delivered, complete: Callable[[_Batch], None]) -> None:
+        self.offsets: list[int] = []
         self.remaining = count
         self.error: KafkaError | None = None
         self.done = done
+        self.complete = complete
+
+    def delivered(self, err: KafkaError | None, msg: Message) -> None:
+        """Each record's report, on the delivery thread; the last one completes the batch."""
+        if err is not None:
+            self.error = self.error or err
+        else:
+            self.offsets.append(cast(int, msg.offset()))
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.offsets.sort()  # a partition's reports come in order; sorting makes sure
+            self.complete(self)
 
 
 class SharedProducer:
     """One idempotent ``acks=all`` producer and its delivery thread, for many writers.
 
-    A short linger lets the appends of several shards, and of the next turns of
-    one shard, share a produce request: the broker's cost is mostly per request.
-    A producer that hit a fatal error is replaced for the writers opened after it.
+    The processor submits the appends of every shard of a turn together
+    (:mod:`.turn`). librdkafka sends one produce request per partition, and the
+    broker's cost is mostly per request, so a short linger (half a millisecond)
+    lets a partition's records of the next groups in flight join the same
+    request: 2.7-3 records per request rather than 1.8-2 with none.
+    A producer that hit a fatal error is replaced for the writers opened after it;
+    the delivery thread serves the old one until every record it held is reported,
+    so every batch is finished (a turn's group waits for all of its batches).
     """
 
     def __init__(
-        self, bootstrap: str, client_id: str, *, linger_ms: float = 1.0, timeout_s: float = 30.0
+        self, bootstrap: str, client_id: str, *, linger_ms: float = 0.5, timeout_s: float = 30.0
     ) -> None:
         self.bootstrap = bootstrap
         self.client_id = client_id
@@ -67,6 +86,7 @@ class SharedProducer:
         self._linger_ms = linger_ms
         self._lock = threading.Lock()
         self._producer = self._new()
+        self._retired: list[Producer] = []
         self._fatal = False
         self._closed = threading.Event()
         self._poller = threading.Thread(target=self._poll, name=f"{client_id}-deliveries")
@@ -83,7 +103,7 @@ class SharedProducer:
         with self._lock:
             if self._fatal:
                 old, self._producer, self._fatal = self._producer, self._new(), False
-                old.flush(0)
+                self._retired.append(old)
             return self._producer
 
     def failed(self, error: KafkaError) -> None:
@@ -94,13 +114,19 @@ class SharedProducer:
     def _poll(self) -> None:
         while not self._closed.is_set():
             with self._lock:
-                producer = self._producer
+                producer, retired = self._producer, list(self._retired)
+            for old in retired:
+                old.poll(0)
+                if len(old) == 0:
+                    with self._lock:
+                        self._retired.remove(old)
             producer.poll(0.05)
 
     def close(self) -> None:
         self._closed.set()
         self._poller.join(5)
-        self._producer.flush(5)
+        for producer in [*self._retired, self._producer]:
+            producer.flush(5)
 
 
 class LeaderEpochWriter:
@@ -145,11 +171,11 @@ class LeaderEpochWriter:
         if self._failure is not None:  # fenced or broken: append nothing more
             done([], self._failure)
             return
-        batch = _Batch(len(records), done)
+        batch = _Batch(len(records), done, self._complete)
         with self._idle:
             self._outstanding += 1
-        for index, (key, value) in enumerate(records):
-            callback = self._callback(batch, index)
+        callback = batch.delivered
+        for key, value in records:
             while True:
                 try:
                     self._producer.produce(
@@ -182,18 +208,6 @@ class LeaderEpochWriter:
             self._idle.wait_for(lambda: self._outstanding == 0, timeout=5)
 
     # -- the delivery thread -----------------------------------------------------------
-
-    def _callback(self, batch: _Batch, index: int) -> Callable[[KafkaError | None, Message], None]:
-        def delivered(err: KafkaError | None, msg: Message) -> None:
-            if err is not None:
-                batch.error = batch.error or err
-            else:
-                batch.offsets[index] = cast(int, msg.offset())
-            batch.remaining -= 1
-            if batch.remaining == 0:
-                self._complete(batch)
-
-        return delivered
 
     def _complete(self, batch: _Batch) -> None:
         where = f"append to {self.topic}-{self.partition}"

@@ -8,6 +8,11 @@ before its replies are released (write, then answer). While the pipeline is
 full, turns keep adding to the next batch. A failed append discards the shard
 and rebuilds it from the cache and the log; a fenced writer stops the host for
 good.
+
+Driven by a processor, a host steps within a :class:`~.turn.Turn` shared with the
+other shards of that turn: its batch joins the turn's append barrier (the batches
+of all shards finish together, with one wake-up) and its durable batches are folded
+into the turn's one cache write. The outcome of each batch stays its own shard's.
 """
 
 from __future__ import annotations
@@ -32,8 +37,9 @@ from kafkacoord.storage.fold import FoldPolicy
 from kafkacoord.storage.recovery import ShardLoad
 
 from .observer import HostObserver, NullObserver
-from .processor import ATTACH, Processor
+from .processor import ATTACH, WAKE, Processor
 from .shard import ChannelReplies, Record, Reply, ReplySink, Request, Result, Shard
+from .turn import Turn
 from .writer import RawRecord, ShardWriter, WriterFencedError
 
 log = structlog.get_logger(__name__)
@@ -61,7 +67,6 @@ class HostStats:
 
 
 _STOP = object()
-_WAKE = object()  # an append finished
 
 
 @dataclass(slots=True)
@@ -74,6 +79,11 @@ class _Pending:
     offsets: list[int] = field(default_factory=list)
     error: AppendError | None = None
     done: bool = False
+
+    def record(self, offsets: list[int], error: AppendError | None) -> None:
+        """The append's outcome (from the writer's thread); ``done`` is set by whoever
+        decides when it is looked at."""
+        self.offsets, self.error = offsets, error
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,10 +314,11 @@ class ShardHost:
                 break
         return self.step(events)
 
-    def step(self, events: list[object]) -> bool:
+    def step(self, events: list[object], turn: Turn | None = None) -> bool:
         """Handle ``events``, fire due timers and move the append pipeline; False once stopped.
 
-        Only the thread that drives this host calls it.
+        Only the thread that drives this host calls it. Within a processor's ``turn``,
+        a new batch joins the turn's appends and durable ones go into its cache write.
         """
         assert self.shard is not None
         now = self._clock_ms()
@@ -318,12 +329,17 @@ class ShardHost:
                 for later in events[index + 1 :]:
                     self._queue.put(later)  # answered as unavailable by the shutdown
                 break
-            if event is not _WAKE:
+            if event is not WAKE:
                 self._open.extend(self._handle(event, now))
         self._open.extend(self._apply(self.shard.fire_timers(self._clock_ms())))
-        self._pump()
         if stopping:
+            # The stop waits for its appends here: none may wait for the turn's end.
+            self._pump(None)
+            if turn is not None:
+                turn.cache.write()
             self._flush(self._flush_timeout_s)
+        else:
+            self._pump(turn)
         return not stopping
 
     def _handle(self, event: object, now: int) -> Result:
@@ -351,19 +367,22 @@ class ShardHost:
 
     # -- the append pipeline ---------------------------------------------------------
 
-    def _pump(self) -> None:
+    def _pump(self, turn: Turn | None = None) -> None:
         """Answer what finished, send what is open (a writer may finish it at once), again."""
-        self._release()
-        self._submit_open()
-        self._release()
+        self._release(turn)
+        self._submit_open(turn)
+        self._release(turn)
 
-    def _submit_open(self) -> None:
+    def _submit_open(self, turn: Turn | None) -> None:
         """Send what the handlers produced since the last append, if the pipeline has room.
 
         A turn with only replies still queues behind the appends before it: its
         replies may read state those appends have not made durable yet.
         """
         if not self._open or len(self._inflight) >= self._max_inflight:
+            return
+        if turn is not None and not turn.may_append and self._open.records:
+            turn.hold(self)  # an earlier group is in flight: these join the next one
             return
         result, self._open = self._open, Result()
         pending = _Pending(result, time.monotonic())
@@ -373,26 +392,44 @@ class ShardHost:
             return
         assert self._writer is not None
         pending.raw = [encode_record(r.key, r.value) for r in result.records]
-        self._writer.submit(pending.raw, functools.partial(self._delivered, pending))
+        if turn is None:
+            self._writer.submit(pending.raw, functools.partial(self._delivered, pending))
+        else:
+            done = turn.appends.join(
+                functools.partial(_Pending.record, pending),
+                functools.partial(self._finished, pending),
+                self,
+            )  # fmt: skip
+            self._writer.submit(pending.raw, done)
 
     def _delivered(self, pending: _Pending, offsets: list[int], error: AppendError | None) -> None:
         """From the writer's thread (or inline): mark done and wake the shard's thread."""
-        pending.offsets, pending.error = offsets, error
+        pending.record(offsets, error)
         pending.done = True
-        self._enqueue(_WAKE)
+        self._enqueue(WAKE)
         self._wake.set()
 
-    def _release(self) -> None:
+    def _finished(self, pending: _Pending) -> None:
+        """Every batch of the turn ``pending`` joined is in; the barrier wakes the processor."""
+        pending.done = True
+        self._wake.set()
+
+    def _release(self, turn: Turn | None = None) -> None:
         """Store and answer finished appends, oldest first (write, then answer)."""
+        durable: list[_Pending] = []
+        failed: AppendError | None = None
         while self._inflight and self._inflight[0].done:
-            pending = self._inflight.popleft()
-            if pending.error is not None:
-                self._failed(pending.error, [pending, *self._inflight])
-                return
-            if pending.result.records:
-                self._store(pending)
-            self._remember(pending.result.replies)
-            self.parts.replies.send(pending.result.replies)
+            failed = self._inflight[0].error
+            if failed is not None:
+                break
+            durable.append(self._inflight.popleft())
+        if durable:
+            self._store([p for p in durable if p.result.records], turn)
+            replies = [r for p in durable for r in p.result.replies]
+            self._remember(replies)
+            self.parts.replies.send(replies)
+        if failed is not None:
+            self._failed(failed, list(self._inflight), turn)
 
     def _flush(self, timeout_s: float) -> None:
         """Append everything handled so far and wait until it is answered."""
@@ -409,8 +446,10 @@ class ShardHost:
                 )
             self._wake.wait(min(remaining, 0.5))
 
-    def _failed(self, error: AppendError, lost: list[_Pending]) -> None:
+    def _failed(self, error: AppendError, lost: list[_Pending], turn: Turn | None) -> None:
         """An append failed: it and everything after it is unanswered, then rebuild."""
+        if turn is not None:
+            turn.cache.write()  # the reload reads the cache: what is durable goes in first
         self._inflight.clear()
         replies = [r for p in lost for r in p.result.replies] + self._open.replies
         self._open = Result()
@@ -423,24 +462,34 @@ class ShardHost:
         self._writer = self.parts.make_writer()
         self._load()
 
-    def _store(self, pending: _Pending) -> None:
-        """Fold a durable batch into the cache with the checkpoint after it."""
+    def _store(self, durable: list[_Pending], turn: Turn | None) -> None:
+        """Fold durable batches into the cache with the checkpoint after the last one,
+        in one write (or into the turn's write, shared with the other shards)."""
+        if not durable:
+            return
         changes: dict[bytes, Change] = {}
         policy = self.parts.policy
-        for record, (key, value), offset in zip(
-            pending.result.records, pending.raw, pending.offsets, strict=True
-        ):
-            if value is None or record.value is None:
-                changes[key] = Change(None)
-            else:
-                changes[key] = Change(value, policy.expiry(record.key, record.value), offset)
-        self.parts.store.apply(
-            changes, next_offset=max(pending.offsets) + 1, identity=self.parts.identity,
-            now_ms=self._clock_ms(),
-        )  # fmt: skip
-        self.stats.batches += 1
-        self.stats.records_written += len(pending.raw)
-        self._observer.appended(self.name, len(pending.raw), time.monotonic() - pending.submitted)
+        next_offset = 0
+        for pending in durable:
+            for record, (key, value), offset in zip(
+                pending.result.records, pending.raw, pending.offsets, strict=True
+            ):
+                if value is None or record.value is None:
+                    changes[key] = Change(None)
+                else:
+                    changes[key] = Change(value, policy.expiry(record.key, record.value), offset)
+            next_offset = max(next_offset, max(pending.offsets) + 1)
+        store, identity, now = self.parts.store, self.parts.identity, self._clock_ms()
+        if turn is None:
+            store.apply(changes, next_offset=next_offset, identity=identity, now_ms=now)
+        else:
+            store.stage(turn.cache, changes, next_offset=next_offset, identity=identity,
+                        now_ms=now)  # fmt: skip
+        finished = time.monotonic()
+        for pending in durable:
+            self.stats.batches += 1
+            self.stats.records_written += len(pending.raw)
+            self._observer.appended(self.name, len(pending.raw), finished - pending.submitted)
 
     def _unavailable(self, replies: list[Reply]) -> list[Reply]:
         return [Reply(r.to, r.api, self.unavailable) for r in replies]

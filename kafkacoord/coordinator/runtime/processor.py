@@ -5,6 +5,10 @@ shards' turns contend for the interpreter. The processor takes every hosted shar
 events from one queue and gives each host that has events, or a timer due, one turn
 per batch; under load a turn handles many requests and one append carries them all.
 A host loads on a thread of its own and is driven here only once it is active.
+
+A turn is also a group commit across shards (:mod:`.turn`): the batches every shard
+sends in one turn finish together and wake the processor once, and the next turn
+folds them into one cache write before any of their replies go out.
 """
 
 from __future__ import annotations
@@ -12,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, Protocol, cast
 
 import structlog
 
 from .shard import Reply, Request, send_replies
+from .turn import GroupCommits, Turn
 
 if TYPE_CHECKING:
     from .host import ShardHost
@@ -25,6 +30,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 ATTACH: Final = object()  # a host finished loading: drive it from now on
+WAKE: Final = object()  # a host's append finished: release it
 _CLOSE: Final = object()
 
 
@@ -70,9 +76,12 @@ class TurnReplies:
 class ShardProcessor:
     """Drives hosts on a thread of its own."""
 
-    def __init__(self, name: str = "shards", *, max_batch: int = 5000) -> None:
+    def __init__(
+        self, name: str = "shards", *, max_batch: int = 5000, max_inflight_groups: int = 4
+    ) -> None:
         self.name = name
         self.replies = TurnReplies(self)
+        self._commits = group_commits(self.put_many, max_inflight_groups)
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[tuple[ShardHost | None, object]] = queue.SimpleQueue()
         self._hosts: dict[int, ShardHost] = {}
@@ -111,13 +120,17 @@ class ShardProcessor:
                 self.replies.flush()
 
     def _turn(self, batch: list[tuple[ShardHost, object]]) -> None:
-        run_turn(self._hosts, batch)
+        run_turn(self._hosts, batch, self._commits)
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop driving; owners stop their hosts first."""
         self._queue.put((None, _CLOSE))
         if not self.on_its_thread():
             self._thread.join(timeout_s)
+
+
+def _only_requests(events: list[tuple[ShardHost, object]]) -> bool:
+    return all(isinstance(event, Request) for _, event in events)
 
 
 def _flatten(batch: list[tuple[ShardHost | None, object]]) -> list[tuple[ShardHost, object]]:
@@ -130,9 +143,35 @@ def _flatten(batch: list[tuple[ShardHost | None, object]]) -> list[tuple[ShardHo
     return events
 
 
-def run_turn(hosts: dict[int, ShardHost], batch: list[tuple[ShardHost, object]]) -> None:
-    """One turn: each attached host with events, or with a timer due, takes a step."""
+def group_commits(
+    put_many: Callable[[list[tuple[ShardHost, object]]], None], max_inflight: int = 4
+) -> GroupCommits:
+    """A processor's group commits: a finished group wakes each of its hosts."""
+
+    def wake(waiters: list[object]) -> None:
+        put_many([(cast("ShardHost", host), WAKE) for host in waiters])
+
+    return GroupCommits(wake, max_inflight=max_inflight)
+
+
+def run_turn(
+    hosts: dict[int, ShardHost],
+    batch: list[tuple[ShardHost, object]],
+    commits: GroupCommits,
+) -> None:
+    """One turn: each attached host with events, a timer due or records held back
+    takes a step.
+
+    The hosts step within one :class:`Turn`: the batches they send finish together
+    (then each of them is woken), and what they fold into the cache is written once,
+    here, before the processor sends the turn's replies.
+    """
+    turn, held = commits.begin()
     turns: dict[int, tuple[ShardHost, list[object]]] = {}
+    for waiting in held:
+        host = cast("ShardHost", waiting)
+        if id(host) in hosts:
+            turns[id(host)] = (host, [])
     for host, event in batch:
         key = id(host)
         if event is ATTACH:
@@ -146,15 +185,33 @@ def run_turn(hosts: dict[int, ShardHost], batch: list[tuple[ShardHost, object]])
     for key, host in hosts.items():
         if key not in turns and host.wait_s() <= 0:
             turns[key] = (host, [])  # a timer is due
-    for key, (host, events) in turns.items():
-        failure: Exception | None = None
-        try:
-            alive = host.step(events)
-        except Exception as exc:
-            alive, failure = False, host._failure_of(exc)
-        if not alive:
-            del hosts[key]
-            host._finish(failure)
+    stepped: list[ShardHost] = []
+    try:
+        for key, (host, events) in turns.items():
+            failure: Exception | None = None
+            try:
+                alive = host.step(events, turn)
+                stepped.append(host)
+            except Exception as exc:
+                alive, failure = False, host._failure_of(exc)
+            if not alive:
+                del hosts[key]
+                host._finish(failure)
+    finally:
+        commits.end(turn)
+        _write_cache(hosts, turn, stepped)
+
+
+def _write_cache(hosts: dict[int, ShardHost], turn: Turn, stepped: list[ShardHost]) -> None:
+    """The turn's one cache write. If it fails, the hosts that stepped stop: their
+    appends are durable (their replies still go out) but their cache is behind."""
+    try:
+        turn.cache.write()
+    except Exception as exc:
+        log.exception("cache write of a turn failed")
+        for host in stepped:
+            if hosts.pop(id(host), None) is not None:
+                host._finish(host._failure_of(exc))
 
 
 class LoopProcessor:
@@ -164,11 +221,27 @@ class LoopProcessor:
     replies go out on the same thread; only finished appends and loads cross over.
     A turn that blocks (a stop's flush, a reload after a failed append) holds up
     the listener while it lasts.
+
+    While as many groups are in flight as allowed, a new turn could only hold its
+    records back; requests read meanwhile then wait (at most ``max_defer_s``) for the
+    turn that the next finished group starts, so a group costs one turn, not one per
+    read. With nothing in flight a request is handled at once.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, thread_id: int, name: str = "shards"):
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        thread_id: int,
+        name: str = "shards",
+        *,
+        max_inflight_groups: int = 4,
+        max_defer_s: float = 0.005,
+    ) -> None:
         self.name = name
         self.replies = TurnReplies(self)
+        self._commits = group_commits(self.put_many, max_inflight_groups)
+        self._max_defer_s = max_defer_s
+        self._deferred: asyncio.TimerHandle | None = None
         self._loop = loop
         self._thread_id = thread_id
         self._hosts: dict[int, ShardHost] = {}
@@ -183,12 +256,18 @@ class LoopProcessor:
         self.put_many([(host, event)])
 
     def put_many(self, events: list[tuple[ShardHost, object]]) -> None:
+        on_loop = self.on_its_thread()
         with self._lock:
             self._pending.extend(events)
             if self._scheduled or self._closed:
                 return
+            if on_loop and self._commits.saturated and _only_requests(events):
+                # The finished group's wake-up runs the turn; the timer bounds the wait.
+                if self._deferred is None:
+                    self._deferred = self._loop.call_later(self._max_defer_s, self._run)
+                return
             self._scheduled = True
-        if self.on_its_thread():
+        if on_loop:
             self._loop.call_soon(self._run)
         else:
             self._loop.call_soon_threadsafe(self._run)
@@ -200,8 +279,11 @@ class LoopProcessor:
         with self._lock:
             batch, self._pending = self._pending, []
             self._scheduled = False
+        if self._deferred is not None:
+            self._deferred.cancel()
+            self._deferred = None
         try:
-            run_turn(self._hosts, batch)
+            run_turn(self._hosts, batch, self._commits)
         finally:
             self.replies.flush()
             self._arm_timer()
@@ -223,6 +305,6 @@ class LoopProcessor:
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop driving; owners stop their hosts first."""
         self._closed = True
-        timer = self._timer
-        if timer is not None:
-            self._loop.call_soon_threadsafe(timer.cancel)
+        for timer in (self._timer, self._deferred):
+            if timer is not None:
+                self._loop.call_soon_threadsafe(timer.cancel)

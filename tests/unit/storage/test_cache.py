@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from kafkacoord.storage.cache import (
     NO_EXPIRY,
+    CacheBatch,
     Change,
     Checkpoint,
     Entry,
@@ -433,3 +434,58 @@ def test_synced_cache_writes_and_reopens(tmp_path: Path) -> None:
         _apply(synced.shard(A), {b"k": Change(b"v", NO_EXPIRY, 0)})
     with StateCache(tmp_path / "db") as reopened:
         assert reopened.shard(A).get(b"k") == b"v"
+
+
+# -- CacheBatch: many shards, one write --------------------------------------------------
+
+
+def _stage(
+    store: ShardStore, staged: CacheBatch, changes: dict[bytes, Change], offset: int
+) -> None:
+    store.stage(staged, changes, next_offset=offset, identity="topic-id", now_ms=1_000)
+
+
+def test_staged_changes_of_many_shards_appear_together_on_write(cache: StateCache) -> None:
+    a, b = cache.shard(A), cache.shard(B)
+    staged = CacheBatch()
+    _stage(a, staged, {b"k": Change(b"va", 50)}, 3)
+    _stage(b, staged, {b"k": Change(b"vb")}, 7)
+    assert staged
+    # Nothing is visible before the write: the cache stays a prefix of the log.
+    assert a.get(b"k") is None and b.get(b"k") is None
+    assert a.checkpoint() is None and b.checkpoint() is None
+    staged.write()
+    assert not staged
+    assert (a.get(b"k"), b.get(b"k")) == (b"va", b"vb")
+    assert a.checkpoint() == Checkpoint(3, "topic-id", 1_000)
+    assert b.checkpoint() == Checkpoint(7, "topic-id", 1_000)
+    assert list(a.expiring_before(100)) == [(50, b"k")]
+
+
+def test_a_shard_staged_twice_is_written_in_between(cache: StateCache) -> None:
+    """The second staging reads the first one's values: no stale expiry index entry."""
+    a, b = cache.shard(A), cache.shard(B)
+    staged = CacheBatch()
+    _stage(a, staged, {b"k": Change(b"v1", 10)}, 2)
+    _stage(b, staged, {b"x": Change(b"y")}, 1)
+    _stage(a, staged, {b"k": Change(b"v2", 20)}, 3)
+    assert b.get(b"x") == b"y"  # written out with the first staging of A
+    staged.write()
+    assert a.get(b"k") == b"v2"
+    assert list(a.expiring_before(100)) == [(20, b"k")]
+    checkpoint = a.checkpoint()
+    assert checkpoint is not None and checkpoint.next_offset == 3
+
+
+def test_staging_matches_applying(tmp_path: Path) -> None:
+    changes = {b"a": Change(b"1", 5), b"b": Change(None), b"c": Change(b"3")}
+    with StateCache(tmp_path / "x") as x, StateCache(tmp_path / "y") as y:
+        _apply(x.shard(A), {b"b": Change(b"old", 9)})
+        _apply(y.shard(A), {b"b": Change(b"old", 9)})
+        _apply(x.shard(A), changes, 4)
+        staged = CacheBatch()
+        _stage(y.shard(A), staged, changes, 4)
+        staged.write()
+        for cache in (x, y):
+            assert list(cache.shard(A).items()) == [(b"a", b"1"), (b"c", b"3")]
+            assert list(cache.shard(A).expiring_before(100)) == [(5, b"a")]

@@ -1,0 +1,313 @@
+"""Group commit across shards on a real broker and a real RocksDB.
+
+Several group shards share one processor, as in the daemon: the batches of one turn
+finish together, are folded into the cache in one write, and their replies go out
+together, only after every record is acknowledged. A shard whose append fails (here:
+fenced by a newer leader epoch) fails alone; the other shards of the same turn answer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from kafkacoord.client.connector import CoordinatorClient, error_of
+from kafkacoord.client.routes import StaticRoutes
+from kafkacoord.codecs import decode_record, encode_key, encode_record
+from kafkacoord.codecs.models import OffsetCommitKey, ShardLeaderKey, ShardLeaderValue
+from kafkacoord.coordinator.groups.config import GroupConfig
+from kafkacoord.coordinator.groups.shard import GroupShard
+from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.protocol import group_api as g
+from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter, SharedProducer
+from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
+from kafkacoord.coordinator.runtime.processor import LoopProcessor, Processor, ShardProcessor
+from kafkacoord.coordinator.runtime.shard import Reply, Request, RequestRef
+from kafkacoord.coordinator.runtime.writer import WriterFencedError
+from kafkacoord.server.services.dispatch import RequestDispatcher, reject
+from kafkacoord.storage.cache import ShardId, StateCache
+from kafkacoord.storage.clients import admin_client, replay_consumer
+from kafkacoord.storage.fold import offsets_policy
+from kafkacoord.storage.recovery import ShardRecovery
+from kafkacoord.storage.topics import InternalTopics, ensure_topics
+from kafkacoord.wire import Listener
+
+from .helpers import read_partition
+
+pytestmark = pytest.mark.integration
+
+SHARDS = 3
+RETENTION_MS = 7 * 24 * 3600 * 1000
+
+
+@pytest.fixture(name="driver", params=["processor", "loop", "loop-one-group"])
+def driver_fixture(request: pytest.FixtureRequest) -> str:
+    """What drives the shards: a shared processor thread, or the listener's event loop;
+    with one group in flight, turns hold records back and requests wait for a turn."""
+    return str(request.param)
+
+
+@pytest.fixture
+def offsets(bootstrap: str, prefix: str) -> InternalTopics:
+    topics = InternalTopics(prefix=prefix, offsets_partitions=SHARDS)
+    ensure_topics(admin_client(bootstrap), topics.specs(), replication_factor=1)
+    return topics
+
+
+@dataclass
+class Delivery:
+    """One hand-over of replies to a connection, and what the cache held at that moment."""
+
+    replies: list[Reply]
+    checkpoints: dict[int, int]
+    cached: dict[bytes, bytes | None]
+
+
+@dataclass
+class Recorder:
+    """A reply channel that records, at the moment replies are handed over, the cache's
+    checkpoint of every shard and the cached value of every committed key."""
+
+    cache: StateCache
+    topic: str
+    deliveries: list[Delivery] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def deliver(self, replies: Sequence[Reply]) -> None:
+        checkpoints = {}
+        for shard in range(SHARDS):
+            checkpoint = self.cache.shard(ShardId(self.topic, shard)).checkpoint()
+            checkpoints[shard] = -1 if checkpoint is None else checkpoint.next_offset
+        cached = {}
+        for reply in replies:
+            key = encode_key(_key_of(reply.to.correlation_id))
+            cached[key] = self.cache.shard(ShardId(self.topic, _shard_of(reply))).get(key)
+        with self.lock:
+            self.deliveries.append(Delivery(list(replies), checkpoints, cached))
+
+    def replies(self) -> list[Reply]:
+        with self.lock:
+            return [r for d in self.deliveries for r in d.replies]
+
+
+def _key_of(n: int) -> OffsetCommitKey:
+    return OffsetCommitKey(f"group-{n}", "events", n)
+
+
+def _shard_of(reply: Reply) -> int:
+    return reply.to.correlation_id % SHARDS
+
+
+def commit(n: int, channel: Recorder | None = None) -> tuple[int, Request]:
+    """Commit number ``n``: its own key, on shard ``n % SHARDS``."""
+    key = _key_of(n)
+    body = g.OffsetCommit(
+        group_id=key.group,
+        topics=[g.CommitTopic(name=key.topic, partitions=[g.CommitPartition(
+            partition=key.partition, offset=1000 + n)])],
+    )  # fmt: skip
+    return n % SHARDS, Request(RequestRef("test", n, channel), "OffsetCommit", body)
+
+
+class GroupShards:
+    """Group shards on one processor, behind a listener: as the daemon hosts them."""
+
+    def __init__(
+        self, bootstrap: str, topics: InternalTopics, cache: StateCache, driver: str
+    ) -> None:
+        self.topic = topics.offsets
+        self.shared = SharedProducer(bootstrap, "test-group-commit", timeout_s=10)
+        self.listener = Listener(
+            "127.0.0.1", 0, RequestDispatcher(lambda r: reject(r, ErrorCode.NOT_CONTROLLER),
+                                              self.dispatch),
+        ).start()  # fmt: skip
+        loop, loop_thread = self.listener.loop, self.listener.thread_id
+        assert loop is not None and loop_thread is not None
+        groups = 1 if driver == "loop-one-group" else 4
+        self.processor: Processor = (
+            LoopProcessor(loop, loop_thread, max_inflight_groups=groups)
+            if driver.startswith("loop")
+            else ShardProcessor("test")
+        )
+        recovery = ShardRecovery(
+            cache, lambda: replay_consumer(bootstrap, "group-commit-loader"), self.topic,
+            offsets_policy(RETENTION_MS),
+        )  # fmt: skip
+        self.stopped: dict[int, Exception | None] = {}
+        self.hosts = [self._host(bootstrap, cache, recovery, p).start() for p in range(SHARDS)]
+        for host in self.hosts:
+            assert host.wait_active(30)
+        # Active, then handed to the processor: requests put before that are refused.
+        wait_for(lambda: all(host._attached for host in self.hosts))
+
+    def _host(
+        self, bootstrap: str, cache: StateCache, recovery: ShardRecovery, partition: int
+    ) -> ShardHost:
+        marker = encode_record(ShardLeaderKey(), ShardLeaderValue(1, 1, "test", 1))
+        parts = HostParts(
+            store=cache.shard(ShardId(self.topic, partition)),
+            identity="id-1",
+            policy=offsets_policy(RETENTION_MS),
+            recover=lambda: recovery.recover([partition], "id-1")[partition],
+            make_shard=lambda: GroupShard(GroupConfig(), partition),
+            make_writer=lambda: LeaderEpochWriter(
+                self.shared, self.topic, partition, epoch=1, marker=marker
+            ),
+            replies=self.processor.replies,
+        )
+        return ShardHost(
+            f"offsets-{partition}", parts, processor=self.processor,
+            on_stopped=lambda _, exc: self.stopped.__setitem__(partition, exc),
+        )  # fmt: skip
+
+    def dispatch(self, requests: list[tuple[int, Request]]) -> None:
+        self.processor.put_many([(self.hosts[shard], request) for shard, request in requests])
+
+    def close(self) -> None:
+        for host in self.hosts:
+            host.stop()
+        self.processor.close()
+        self.listener.close()
+        self.shared.close()
+
+
+@pytest.fixture
+def served(
+    bootstrap: str, offsets: InternalTopics, tmp_path: Path, driver: str
+) -> Iterator[tuple[GroupShards, StateCache]]:
+    with StateCache(tmp_path / "cache") as cache:
+        shards = GroupShards(bootstrap, offsets, cache, driver)
+        try:
+            yield shards, cache
+        finally:
+            shards.close()
+
+
+def wait_for(condition: object, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def logged_offsets(bootstrap: str, topic: str, shard: int) -> dict[bytes, int]:
+    """Each commit key's offset in the log of ``shard``."""
+    return {
+        key: offset
+        for offset, key, value in read_partition(bootstrap, topic, shard)
+        if key is not None and isinstance(decode_record(key, value)[0], OffsetCommitKey)
+    }
+
+
+def test_a_turn_commits_every_shard_together_and_answers_only_once_durable(
+    bootstrap: str, served: tuple[GroupShards, StateCache]
+) -> None:
+    shards, cache = served
+    recorder = Recorder(cache, shards.topic)
+    # One hand-over, one turn: a commit for each shard.
+    first = [commit(n, recorder) for n in range(SHARDS)]
+    shards.processor.put_many([(shards.hosts[shard], request) for shard, request in first])
+    wait_for(lambda: len(recorder.replies()) == SHARDS)
+    # Released together: one hand-over holds the replies of every shard.
+    assert len(recorder.deliveries) == 1
+    assert {_shard_of(r) for r in recorder.deliveries[0].replies} == set(range(SHARDS))
+    assert all(r.error is ErrorCode.NONE for r in recorder.replies())
+
+    # More turns, in several hand-overs, while appends are in flight.
+    total = SHARDS + 60
+    for start in range(SHARDS, total, 6):
+        shards.processor.put_many([
+            (shards.hosts[shard], request)
+            for shard, request in (commit(n, recorder) for n in range(start, start + 6))
+        ])  # fmt: skip
+    wait_for(lambda: len(recorder.replies()) == total)
+    assert all(r.error is ErrorCode.NONE for r in recorder.replies())
+
+    # Write, then answer: when a reply was handed over, its record was acknowledged at
+    # an offset the cache's checkpoint already covered, and its value was in the cache.
+    offsets = {}
+    for shard in range(SHARDS):
+        offsets.update(
+            {k: (shard, o) for k, o in logged_offsets(bootstrap, shards.topic, shard).items()}
+        )
+    for delivery in recorder.deliveries:
+        for reply in delivery.replies:
+            key = encode_key(_key_of(reply.to.correlation_id))
+            shard, offset = offsets[key]
+            assert shard == _shard_of(reply)
+            assert offset < delivery.checkpoints[shard]
+            assert delivery.cached[key] is not None
+
+
+def test_a_fenced_shard_fails_alone_in_a_shared_turn(
+    bootstrap: str, served: tuple[GroupShards, StateCache]
+) -> None:
+    shards, cache = served
+    recorder = Recorder(cache, shards.topic)
+    first = [commit(n, recorder) for n in range(SHARDS)]
+    shards.processor.put_many([(shards.hosts[shard], request) for shard, request in first])
+    wait_for(lambda: len(recorder.replies()) == SHARDS)
+
+    # A newer leader of shard 1 announces itself: the old writer of shard 1 is a zombie.
+    fenced = 1
+    newer = SharedProducer(bootstrap, "test-group-commit-newer", timeout_s=10)
+    try:
+        LeaderEpochWriter(newer, shards.topic, fenced, epoch=2,
+                          marker=encode_record(ShardLeaderKey(), ShardLeaderValue(2, 2, "new", 1)),
+                          ).close()  # fmt: skip
+    finally:
+        newer.close()
+
+    # One turn with a commit for every shard, and a second one behind it.
+    later = [commit(n, recorder) for n in range(SHARDS, 4 * SHARDS)]
+    shards.processor.put_many([(shards.hosts[s], r) for s, r in later[:SHARDS]])
+    shards.processor.put_many([(shards.hosts[s], r) for s, r in later[SHARDS:]])
+    wait_for(lambda: len(recorder.replies()) == 4 * SHARDS)
+
+    by_shard: dict[int, set[ErrorCode]] = {}
+    for reply in recorder.replies()[SHARDS:]:
+        by_shard.setdefault(_shard_of(reply), set()).add(reply.error)
+    # The fenced shard's requests fail (retriable: the caller finds the new leader)...
+    assert by_shard[fenced] == {ErrorCode.NOT_COORDINATOR}
+    # ... and only its: the other shards of the same turns answered.
+    assert by_shard[0] == by_shard[2] == {ErrorCode.NONE}
+    wait_for(lambda: shards.hosts[fenced].state is HostState.STOPPED)
+    assert isinstance(shards.stopped[fenced], WriterFencedError)
+    assert shards.hosts[0].state is shards.hosts[2].state is HostState.ACTIVE
+
+    # The zombie's cache kept nothing of what it could not make durable; the others
+    # hold every commit they answered.
+    for shard in range(SHARDS):
+        store = cache.shard(ShardId(shards.topic, shard))
+        for _, request in later:
+            n = request.ref.correlation_id
+            if n % SHARDS != shard:
+                continue
+            cached = store.get(encode_key(_key_of(n)))
+            assert (cached is None) == (shard == fenced)
+
+
+def test_pipelined_commits_over_a_connection_all_land_once(
+    bootstrap: str, served: tuple[GroupShards, StateCache], offsets: InternalTopics
+) -> None:
+    shards, cache = served
+    routes = StaticRoutes(default=shards.listener.endpoint)
+    with CoordinatorClient(bootstrap, topic_prefix=offsets.prefix, routes=routes) as client:
+        futures: list[Future[object]] = []
+        for n in range(600):
+            shard, request = commit(n)
+            futures.append(client.send(shard, request.body)[1])  # type: ignore[arg-type]
+        for future in futures:
+            assert error_of(future.result(30)).name == "NONE"  # type: ignore[arg-type]
+    for shard in range(SHARDS):
+        logged = logged_offsets(bootstrap, shards.topic, shard)
+        store = cache.shard(ShardId(shards.topic, shard))
+        expected = {encode_key(_key_of(n)) for n in range(600) if n % SHARDS == shard}
+        assert set(logged) == expected
+        assert all(store.get(key) is not None for key in expected)

@@ -1,0 +1,45 @@
+"""OffsetCommit responses shared between commits of the same shape."""
+
+from __future__ import annotations
+
+from kafkacoord.coordinator.groups.commit_replies import CommitReplies
+from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.protocol import group_api as api
+
+OK = ErrorCode.NONE
+
+
+def test_successful_commits_of_one_shape_share_one_response() -> None:
+    replies = CommitReplies()
+    first = replies.response([("events", [(0, OK), (3, OK)])])
+    assert first == api.OffsetCommitResponse(
+        topics=[
+            api.TopicErrors(
+                name="events",
+                partitions=[api.PartitionError(partition=0), api.PartitionError(partition=3)],
+            )
+        ]
+    )
+    assert replies.response([("events", [(0, OK), (3, OK)])]) is first
+    assert replies.response([("events", [(3, OK), (0, OK)])]) is not first  # request order
+
+
+def test_a_partition_error_gets_a_response_of_its_own() -> None:
+    replies = CommitReplies()
+    outcomes = [("events", [(0, OK), (1, ErrorCode.OFFSET_METADATA_TOO_LARGE)])]
+    body = replies.response(outcomes)
+    assert [p.error for p in body.topics[0].partitions] == [
+        OK,
+        ErrorCode.OFFSET_METADATA_TOO_LARGE,
+    ]
+    assert replies.response(outcomes) is not body
+    assert replies.response([("events", [(0, OK), (1, OK)])]).topics[0].partitions[1].error is OK
+
+
+def test_past_its_bound_it_starts_over() -> None:
+    replies = CommitReplies(max_entries=2)
+    first = replies.response([("a", [(0, OK)])])
+    replies.response([("b", [(0, OK)])])
+    replies.response([("c", [(0, OK)])])
+    again = replies.response([("a", [(0, OK)])])
+    assert again == first and again is not first
