@@ -13,24 +13,15 @@ through Spark's own resolver, where Maven is not installed.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
 import re
-import shutil
-import subprocess
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Final
 
-import structlog
-
-log = structlog.get_logger(__name__)
+from kafkacoord.maven import cache_home, copy_dependencies
 
 HOME_ENV: Final = "KAFKACOORD_SPARK_CONNECTOR_HOME"
 ARTIFACTS: Final = ("spark-sql-kafka-0-10_2.13", "spark-avro_2.13")
-_MARKER: Final = ".resolved"
 _VERSIONED = re.compile(r"^(?P<artifact>.+?)-\d[\w.+-]*\.jar$")
 
 
@@ -51,10 +42,7 @@ def packages(version: str | None = None) -> str:
 
 
 def connector_home(version: str) -> Path:
-    if os.environ.get(HOME_ENV):
-        return Path(os.environ[HOME_ENV]).expanduser()
-    cache_root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache_root / "kafkacoord" / f"spark-connector-{version}"
+    return cache_home(HOME_ENV, f"spark-connector-{version}")
 
 
 def connector_jars(version: str | None = None) -> list[str]:
@@ -82,47 +70,17 @@ def _pyspark_jars() -> Path:
 
 
 def resolve(version: str) -> Path:
-    home = connector_home(version)
-    libs = home / "libs"
-    if (home / _MARKER).is_file():
-        return libs
-    home.mkdir(parents=True, exist_ok=True)
-    with _locked(home / ".lock"):
-        if (home / _MARKER).is_file():  # another process resolved them while we waited
-            return libs
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise ConnectorJarsError(
-                f"resolving Spark's Kafka connector {version} needs Maven (mvn), not found on "
-                f"PATH; install it (apt-get install maven), or start Spark with "
-                f"spark.jars.packages={packages(version)}"
-            )
-        log.info(f"resolving Spark's Kafka connector {version} jars into {libs}")
-        staging = home / "libs.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        with resources.as_file(resources.files(__package__) / "pom.xml") as pom:
-            cmd = [
-                mvn, "-q", "-B", "-f", str(pom), f"-Dspark.version={version}",
-                "dependency:copy-dependencies", f"-DoutputDirectory={staging}",
-            ]  # fmt: skip
-            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise ConnectorJarsError(
-                f"mvn could not resolve {packages(version)} from Maven Central "
-                f"(exit {done.returncode}); the connector must match pyspark {version} exactly: "
-                f"{(done.stdout + done.stderr).strip()[-1500:]}"
-            )
-        shutil.rmtree(libs, ignore_errors=True)
-        staging.rename(libs)
-        (home / _MARKER).write_text(f"{version}\n")
-    return libs
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return copy_dependencies(
+        connector_home(version), resources.files(__package__) / "pom.xml",
+        {"spark.version": version},
+        what=f"Spark's Kafka connector {version}",
+        no_maven=lambda libs: ConnectorJarsError(
+            f"resolving Spark's Kafka connector {version} needs Maven (mvn), not found on "
+            f"PATH; install it (apt-get install maven), or start Spark with "
+            f"spark.jars.packages={packages(version)}"
+        ),
+        failed=lambda code, output: ConnectorJarsError(
+            f"mvn could not resolve {packages(version)} from Maven Central (exit {code}); "
+            f"the connector must match pyspark {version} exactly: {output[-1500:]}"
+        ),
+    )  # fmt: skip

@@ -1,0 +1,61 @@
+"""Jars resolved once: Maven runs on the first call only, and a failed run leaves no marker."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from kafkacoord.maven import MARKER, copy_dependencies
+
+FAKE_MVN = """#!/bin/sh
+echo run >> "{runs}"
+for arg in "$@"; do
+  case "$arg" in -DoutputDirectory=*) out="${{arg#-DoutputDirectory=}}";; esac
+done
+[ -n "{fail}" ] && {{ echo "no such artifact" >&2; exit 3; }}
+mkdir -p "$out" && touch "$out/lib-1.0.jar"
+"""
+
+
+def _mvn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, fail: bool) -> Path:
+    bin_dir, runs = tmp_path / "bin", tmp_path / "runs"
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / "mvn"
+    script.write_text(FAKE_MVN.format(runs=runs, fail="yes" if fail else ""))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return runs
+
+
+def _resolve(home: Path, pom: Path) -> Path:
+    return copy_dependencies(
+        home, pom, {"x.version": "1.0"}, what="x",
+        no_maven=lambda libs: RuntimeError("no mvn"),
+        failed=lambda code, output: RuntimeError(f"exit {code}: {output}"),
+    )  # fmt: skip
+
+
+def test_resolved_once_then_served_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = _mvn(tmp_path, monkeypatch, fail=False)
+    pom = tmp_path / "pom.xml"
+    pom.write_text("<project/>")
+    libs = _resolve(tmp_path / "home", pom)
+    assert [p.name for p in libs.iterdir()] == ["lib-1.0.jar"]
+    assert (tmp_path / "home" / MARKER).read_text() == "1.0\n"
+    assert _resolve(tmp_path / "home", pom) == libs
+    assert runs.read_text().count("run") == 1
+
+
+def test_a_failed_run_says_why_and_leaves_no_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _mvn(tmp_path, monkeypatch, fail=True)
+    pom = tmp_path / "pom.xml"
+    pom.write_text("<project/>")
+    with pytest.raises(RuntimeError, match="exit 3: no such artifact"):
+        _resolve(tmp_path / "home", pom)
+    assert not (tmp_path / "home" / MARKER).exists()
