@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -45,6 +46,8 @@ class NodeBook:
     def __init__(self) -> None:
         self.nodes: dict[int, NodeValue] = {}
         self.replayed = 0
+        # Post-commit actions that ran: node ids whose registration is durable.
+        self.durable: list[int] = []
 
     def replay(self, record: Record) -> None:
         self.replayed += 1
@@ -69,7 +72,12 @@ class NodeBook:
                     request.ref, request.api, body=RegisterNodeResponse(node_epoch=value.node_epoch)
                 )
             ],
+            [functools.partial(self._durable, body.node_id)],
         )
+
+    def _durable(self, node_id: int) -> list[Reply]:
+        self.durable.append(node_id)
+        return []
 
     def fire_timers(self, now_ms: int) -> Result:
         return Result()
@@ -179,6 +187,8 @@ def test_answer_comes_after_the_durable_write_and_the_cache_fold(
         served = Served(bootstrap, topics, cache, "id-1", routes=routes, driver=driver)
         try:
             assert register(client, 1) == 1
+            # The post-commit action ran before the reply was released.
+            assert served.shard.durable == [1]
             # The reply was released, so the record is in the log and in the cache.
             log = [(k, v) for _, k, v in read_partition(bootstrap, topics.metadata, 0)]
             assert any(decode_record(k, v)[0] == NodeKey(1) for k, v in log)

@@ -22,6 +22,7 @@ Timer keys: ``("session", node_id)``, ``("delete-topic", name)`` and
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import random
@@ -141,11 +142,7 @@ class ControllerShard:
     # -- Shard protocol ----------------------------------------------------------------------
 
     def replay(self, record: Record) -> None:
-        # Only live records are decisions; a load replays history.
-        elected = self._election_of(record) if self._loaded else None
         applied = self.image.replay(record)
-        if applied and elected is not None:
-            self.elections[elected] += 1
         key = record.key
         if applied and self.replica_states.has_explicit() and isinstance(key, PartitionKey):
             value = record.value
@@ -189,7 +186,7 @@ class ControllerShard:
             self.node_id, self.epoch, len(self.image.nodes), len(self.image.topics),
             self.image.partition_count(),
         )  # fmt: skip
-        return Result(batch.records, [])
+        return self._result(batch.records)
 
     def handle(self, request: Request, now_ms: int) -> Result:
         if not self.active:
@@ -224,7 +221,7 @@ class ControllerShard:
             return self._error(
                 request, ErrorCode.UNKNOWN_SERVER_ERROR, f"controller failed on {request.api}"
             )
-        return Result(batch.records, [Reply(request.ref, request.api, body=body)])
+        return self._result(batch.records, Reply(request.ref, request.api, body=body))
 
     def fire_timers(self, now_ms: int) -> Result:
         if not self.active:
@@ -265,7 +262,7 @@ class ControllerShard:
             else:
                 log.error("unknown controller timer %r", key)
         self.reassignments.settle(batch)
-        return Result(batch.records, [])
+        return self._result(batch.records)
 
     def next_deadline_ms(self) -> int | None:
         return self.timers.next_deadline() if self.active else None
@@ -314,15 +311,34 @@ class ControllerShard:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _election_of(self, record: Record) -> str | None:
-        """The election kind when ``record`` gives its partition a new leader, else None."""
-        value = record.value
-        if type(value) is not PartitionValue or value.leader < 0:
-            return None
-        old = self.image.partition(value.topic, value.partition)
-        if old is not None and old.leader == value.leader:
-            return None
-        return value.election or "unknown"
+    def _result(self, records: list[Record], *replies: Reply) -> Result:
+        """The records and replies, and the elections they decide counted once durable (a
+        load replays history, so only this controller's own decisions are counted)."""
+        kinds = self._elections_in(records)
+        actions = [functools.partial(self._count_elections, kinds)] if kinds else []
+        return Result(records, list(replies), actions)
+
+    def _elections_in(self, records: list[Record]) -> Counter[str]:
+        """Election kinds of the records that give a partition a new leader."""
+        kinds: Counter[str] = Counter()
+        leaders: dict[tuple[str, int], int] = {}
+        for record in records:
+            value = record.value
+            if type(value) is not PartitionValue:
+                continue
+            tp = (value.topic, value.partition)
+            old = leaders.get(tp)
+            if old is None:
+                current = self.image.partition(*tp)
+                old = -1 if current is None else current.leader
+            if value.leader >= 0 and value.leader != old:
+                kinds[value.election or "unknown"] += 1
+            leaders[tp] = value.leader
+        return kinds
+
+    def _count_elections(self, kinds: Counter[str]) -> list[Reply]:
+        self.elections.update(kinds)
+        return []
 
     def _inactive_reason(self) -> str:
         if not self._loaded:

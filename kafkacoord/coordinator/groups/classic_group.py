@@ -85,7 +85,8 @@ class ClassicGroup:
         self.sync_generation: int | None = None
         # Topics the members subscribe to, known at the last generation (consumer groups).
         self.subscribed_topics: frozenset[str] | None = None
-        # The last GroupMetadataValue replayed for this group (its durable snapshot).
+        # The last snapshot loaded or written for this group: durable, or on its way (a
+        # failed append reloads the shard, so "on its way" never outlives a failure).
         self.persisted: GroupMetadataValue | None = None
 
     # ----------------------------------------------------------------- construction

@@ -16,12 +16,14 @@ completes them.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Mapping
 
+from kafkacoord.codecs.models import GroupMetadataValue
 from kafkacoord.coordinator.protocol import Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
-from kafkacoord.coordinator.runtime.shard import Reply, RequestRef, Result
+from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
 from .classic_group import ClassicGroup
 from .config import GroupConfig
@@ -276,7 +278,7 @@ class Membership:
 
         group.init_next_generation(now)
         if group.state is GroupState.EMPTY:
-            return Result(records=[group_metadata_record(group, now)])
+            return Result(records=[self._snapshot(group, now)])
 
         replies: list[Reply] = []
         for member in group.members.values():
@@ -296,6 +298,37 @@ class Membership:
         group.sync_generation = group.generation
         self._timers.schedule(sync_timer(group.group_id), now + group.rebalance_timeout_ms())
         return Result(replies=replies)
+
+    def _snapshot(
+        self,
+        group: ClassicGroup,
+        state_timestamp_ms: int,
+        assignments: Mapping[str, bytes] | None = None,
+    ) -> Record:
+        """The group's snapshot record; the group remembers it as its persisted one."""
+        record = group_metadata_record(group, state_timestamp_ms, assignments)
+        assert isinstance(record.value, GroupMetadataValue)
+        group.persisted = record.value  # soft state: see ClassicGroup.persisted
+        return record
+
+    def _assignment_durable(
+        self, group: ClassicGroup, value: GroupMetadataValue | None, now: int
+    ) -> list[Reply]:
+        """Post-commit (Kafka's SyncGroup append future): the leader's assignment is durable,
+        so members get it and the group is Stable. Members that synced meanwhile are
+        answered now. A rebalance that began meanwhile has superseded it: nothing to do."""
+        if (
+            value is None
+            or self._groups.get(group.group_id) is not group
+            or group.state is not GroupState.COMPLETING_REBALANCE
+            or group.generation != value.generation
+        ):
+            return []
+        assignments = {m.member_id: m.assignment for m in value.members}
+        for member in group.members.values():
+            member.assignment = assignments.get(member.member_id, b"")
+        group.transition(GroupState.STABLE, value.state_timestamp_ms)
+        return self._propagate_assignment(group, ErrorCode.NONE, now)
 
     def _propagate_assignment(
         self,
@@ -631,7 +664,7 @@ class Membership:
             if (group.protocol or "") == group.select_protocol():
                 # Same protocol: no rebalance; persist the new member id, then answer. The
                 # leader learns it leads but keeps the current assignment (skip_assignment).
-                record = group_metadata_record(
+                record = self._snapshot(
                     group, now if group.state_timestamp_ms is None else group.state_timestamp_ms
                 )
                 is_leader = group.is_leader(new_id)
@@ -686,10 +719,10 @@ class Membership:
                 return Result()
             given = {a.member_id: a.assignment for a in body.assignments}
             assignments = {mid: given.get(mid, b"") for mid in group.members}
-            record = group_metadata_record(group, now, assignments)
-            # Replay of this record hands the assignment to the members (-> Stable).
+            record = self._snapshot(group, now, assignments)
             replies = self._propagate_assignment(group, ErrorCode.NONE, now, assignments)
-            return Result([record], replies)
+            stable = functools.partial(self._assignment_durable, group, group.persisted, now)
+            return Result([record], replies, [stable])
 
         # Stable: the current assignment.
         self._remove_pending_sync(group, member.member_id)

@@ -32,9 +32,12 @@ def group_metadata_record(
     group: ClassicGroup, state_timestamp_ms: int, assignments: Mapping[str, bytes] | None = None
 ) -> Record:
     """The group's snapshot; ``assignments`` overrides the members' (the leader's new one
-    at SyncGroup)."""
+    at SyncGroup). The writer holds the group in memory already, so the record is
+    ``in_memory``: appended, replayed only by a load."""
     return Record(
-        GroupMetadataKey(group.group_id), group.to_record(state_timestamp_ms, assignments)
+        GroupMetadataKey(group.group_id),
+        group.to_record(state_timestamp_ms, assignments),
+        in_memory=True,
     )
 
 

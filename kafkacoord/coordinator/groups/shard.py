@@ -11,11 +11,11 @@ State, and who changes it:
 - **Offsets** change only in :meth:`GroupShard.replay`.
 - **Groups** are Kafka's soft state (see :mod:`.classic_group`): handlers change membership, parked
   requests and the in-flight generation in memory and write a ``GroupMetadataValue`` snapshot
-  where Kafka does. The one step Kafka takes only once a snapshot is durable (the leader's
-  assignment reaches the members and the group becomes Stable) is taken by :meth:`replay
-  <GroupShard.replay>`, which the runtime calls right after the handler returns; the replies
-  carrying the assignment are released once the record is durable. Group tombstones (on
-  DeleteGroups, and when an Empty group's last offset expires) are applied by replay too.
+  where Kafka does, marked ``in_memory`` so the runtime appends it without replaying it. The
+  one step Kafka takes only once a snapshot is durable (the leader's assignment reaches the
+  members and the group becomes Stable) is a post-commit action on the result, run just
+  before the replies carrying the assignment are released. Group tombstones (on
+  DeleteGroups, and when an Empty group's last offset expires) are applied by replay.
 - Before :meth:`~GroupShard.on_loaded` the shard is *loading*: ``replay`` rebuilds each group
   from its snapshot (with members it is Stable, else Empty), and an offset of an unknown
   group creates a "simple" group, as Kafka's replay does. Replay never depends on the order
@@ -148,21 +148,10 @@ class GroupShard:
                 self._membership.cancel_group_timers(group)
                 group.transition(GroupState.DEAD, None)
             return
-        group = self._groups.get(group_id)
-        if not self._active or group is None:
-            self._groups[group_id] = ClassicGroup.from_record(group_id, value)
-            return
-        group.persisted = value
-        if (
-            group.state is GroupState.COMPLETING_REBALANCE
-            and value.generation == group.generation
-            and value.members
-        ):
-            # The leader's assignment is durable: members get it, the group is Stable.
-            assignments = {m.member_id: m.assignment for m in value.members}
-            for member in group.members.values():
-                member.assignment = assignments.get(member.member_id, b"")
-            group.transition(GroupState.STABLE, value.state_timestamp_ms)
+        # Live snapshots are written ``in_memory`` (the handler holds the group), so a
+        # snapshot reaches replay only while loading; it replaces a "simple" group an
+        # offset of the same group may have created first.
+        self._groups[group_id] = ClassicGroup.from_record(group_id, value)
 
     def on_loaded(self, now_ms: int) -> Result:
         self._active = True

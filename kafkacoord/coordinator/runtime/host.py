@@ -38,7 +38,16 @@ from kafkacoord.storage.recovery import ShardLoad
 
 from .observer import HostObserver, NullObserver
 from .processor import ATTACH, WAKE, Processor
-from .shard import ChannelReplies, Record, Reply, ReplySink, Request, Result, Shard
+from .shard import (
+    ChannelReplies,
+    Record,
+    Reply,
+    ReplySink,
+    Request,
+    Result,
+    Shard,
+    replay_result,
+)
 from .turn import Turn
 from .writer import RawRecord, ShardWriter, WriterFencedError
 
@@ -289,9 +298,7 @@ class ShardHost:
 
     def _apply(self, result: Result) -> Result:
         assert self.shard is not None
-        for record in result.records:
-            self.shard.replay(record)
-        return result
+        return replay_result(self.shard, result)
 
     def wait_s(self) -> float:
         """How long this host may wait for events before a timer is due (at most 0.5 s)."""
@@ -425,7 +432,7 @@ class ShardHost:
             durable.append(self._inflight.popleft())
         if durable:
             self._store([p for p in durable if p.result.records], turn)
-            replies = [r for p in durable for r in p.result.replies]
+            replies = [r for p in durable for r in p.result.committed()]
             self._remember(replies)
             self.parts.replies.send(replies)
         if failed is not None:

@@ -2,16 +2,19 @@
 
 See docs/architecture.md#shard-runtime.
 
-A shard is deterministic and does no I/O. Handlers and timers return a
-:class:`Result`: records to append and replies to send. The runtime replays the
+A shard is deterministic and does no I/O. Handlers and timers return a :class:`Result`:
+records to append, replies to send, and post-commit actions. The runtime replays the
 records into the shard at once (so later handlers see them), appends them durably,
-and only then releases the replies. ``replay`` is the only way persisted state
-changes, and loading uses the same ``replay``.
+then runs the actions and only then releases the replies. ``replay`` is the only way
+persisted state changes, and loading uses the same ``replay``: it has no "live" branch.
+What may happen only once the records are durable (a classic group's move to Stable, an
+election counted as decided) is a post-commit action, as Kafka's handlers chain work on
+their append future.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -21,10 +24,17 @@ from kafkacoord.coordinator.protocol import Body, ErrorCode
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One record to append: a key and its whole new value, or ``None`` (a tombstone)."""
+    """One record to append: a key and its whole new value, or ``None`` (a tombstone).
+
+    ``in_memory`` marks a record whose change the handler already holds in memory: a
+    classic group's snapshot, as Kafka's classic groups are soft state (its
+    ``CoordinatorResult`` with ``replayRecords`` false). The runtime appends it without
+    replaying it; loading replays it like any other.
+    """
 
     key: AvroModel
     value: AvroModel | None
+    in_memory: bool = field(default=False, compare=False)
 
 
 class ReplyChannel(Protocol):
@@ -72,21 +82,49 @@ class Reply:
     message: str | None = None
 
 
+PostCommit = Callable[[], Sequence[Reply]]
+"""Work that waits for a result's records to be durable; it may answer parked requests."""
+
+
 @dataclass(slots=True)
 class Result:
-    """What a handler or timer returns: records to replay and append, and replies to release
-    once they are durable. Handlers never change state themselves."""
+    """What a handler or timer returns: records to replay and append, replies to release
+    once they are durable, and post-commit actions run just before those replies go.
+
+    Handlers never change persisted state themselves. An append that fails drops the
+    actions with the replies: the shard reloads from what is durable.
+    """
 
     records: list[Record] = field(default_factory=list)
     replies: list[Reply] = field(default_factory=list)
+    actions: list[PostCommit] = field(default_factory=list)
 
     def extend(self, other: Result) -> Result:
         self.records.extend(other.records)
         self.replies.extend(other.replies)
+        self.actions.extend(other.actions)
         return self
 
+    def committed(self) -> list[Reply]:
+        """Run the post-commit actions (the records are durable): every reply to release."""
+        if not self.actions:
+            return self.replies
+        replies = list(self.replies)
+        for action in self.actions:
+            replies.extend(action())
+        return replies
+
     def __bool__(self) -> bool:
-        return bool(self.records or self.replies)
+        return bool(self.records or self.replies or self.actions)
+
+
+def replay_result(shard: Shard, result: Result) -> Result:
+    """What the runtime does with a handler's result before appending it: replay each
+    record the handler does not already hold in memory, so later handlers see it."""
+    for record in result.records:
+        if not record.in_memory:
+            shard.replay(record)
+    return result
 
 
 class ReplySink(Protocol):

@@ -15,7 +15,14 @@ from kafkacoord.coordinator.controller.config import ControllerConfig
 from kafkacoord.coordinator.controller.shard import ControllerShard
 from kafkacoord.coordinator.protocol import Body, ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
-from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result
+from kafkacoord.coordinator.runtime.shard import (
+    Record,
+    Reply,
+    Request,
+    RequestRef,
+    Result,
+    replay_result,
+)
 
 START_MS = 1_000_000
 
@@ -51,9 +58,11 @@ class Cluster:
     # -- driving ---------------------------------------------------------------------------
 
     def _apply(self, result: Result) -> Result:
-        for record in result.records:
-            self.shard.replay(record)
-            self.log.append(record)
+        """The runtime's part: replay, append (to ``log``), then the post-commit actions."""
+        replay_result(self.shard, result)
+        self.log.extend(result.records)
+        result.replies = result.committed()
+        result.actions = []
         return result
 
     def call(self, body: Body) -> Reply:

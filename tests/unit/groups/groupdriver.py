@@ -1,7 +1,8 @@
 """A tiny stand-in for the runtime: drives a GroupShard by hand with a fake clock.
 
 It does what the runtime does: calls ``handle`` / ``fire_timers``, replays every returned
-record at once, keeps the records as "the log", and collects the replies. ``reload`` builds a
+record at once, keeps the records as "the log" (durable at once: the post-commit actions
+run right away), and collects the replies. ``reload`` builds a
 fresh shard from the log (through the real Avro codec) the way a new leader would.
 """
 
@@ -27,7 +28,14 @@ from kafkacoord.coordinator.groups.shard import GroupShard
 from kafkacoord.coordinator.groups.state import GroupState
 from kafkacoord.coordinator.protocol import Body, ErrorCode
 from kafkacoord.coordinator.protocol import group_api as api
-from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result
+from kafkacoord.coordinator.runtime.shard import (
+    Record,
+    Reply,
+    Request,
+    RequestRef,
+    Result,
+    replay_result,
+)
 
 T0 = 1_700_000_000_000
 SESSION = 10_000
@@ -142,9 +150,12 @@ class Driver:
     # -- the runtime's part ----------------------------------------------------
 
     def apply(self, result: Result) -> Result:
-        for record in result.records:
-            self.shard.replay(record)
-            self.log.append(record)
+        """The runtime's part: replay, append (to ``log``), then the post-commit actions and
+        the replies."""
+        replay_result(self.shard, result)
+        self.log.extend(result.records)
+        result.replies = result.committed()
+        result.actions = []
         self.replies.extend(result.replies)
         return result
 

@@ -1,4 +1,4 @@
-"""Leader elections are counted by kind from the records a live controller replays."""
+"""Leader elections are counted by kind once a live controller's records are durable."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections import Counter
 
 from kafkacoord.coordinator.controller.shard import ControllerShard
 from kafkacoord.coordinator.protocol import controller_api as api
+from kafkacoord.coordinator.runtime.shard import Request, RequestRef, replay_result
 from tests.unit.controller.support import Cluster
 
 
@@ -51,3 +52,17 @@ def test_a_shared_counter_outlives_the_shard() -> None:
         reloaded.replay(record)
     assert shared == Counter(initial=2)
     assert reloaded.elections is shared
+
+
+def test_an_election_counts_once_its_records_are_durable() -> None:
+    c = Cluster()
+    c.add_nodes([1, 2])
+    c.create("orders", assignment={0: [1, 2]})
+    before = Counter(c.shard.elections)
+    request = Request(RequestRef("test", 99), "FenceNode", api.FenceNode(node_id=1))
+    result = replay_result(c.shard, c.shard.handle(request, c.now))
+    assert any(getattr(r.value, "leader", None) == 2 for r in result.records)
+    # Replayed (later requests see it) but not yet acknowledged: not counted.
+    assert c.shard.elections == before
+    result.committed()
+    assert c.shard.elections == before + Counter(offline=1)
