@@ -315,8 +315,10 @@ class ControllerShard:
         """The records and replies, and the elections they decide counted once durable (a
         load replays history, so only this controller's own decisions are counted)."""
         kinds = self._elections_in(records)
-        actions = [functools.partial(self._count_elections, kinds)] if kinds else []
-        return Result(records, list(replies), actions)
+        result = Result(records, list(replies))
+        if kinds:
+            result.actions.append(functools.partial(self._count_elections, kinds))
+        return result
 
     def _elections_in(self, records: list[Record]) -> Counter[str]:
         """Election kinds of the records that give a partition a new leader."""
