@@ -35,6 +35,7 @@ from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Request
 from kafkacoord.server.services.controller import ControllerService
 from kafkacoord.server.services.dispatch import RequestDispatcher, reject
+from kafkacoord.server.services.factory import controller_service
 from kafkacoord.server.settings import Settings
 from kafkacoord.storage.appender import Appender
 from kafkacoord.storage.cache import StateCache
@@ -85,14 +86,14 @@ def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict
 
     # Requests reach the controller over its listener, as in the daemon.
     listener = Listener("127.0.0.1", 0, RequestDispatcher(to_controller, no_groups)).start()
-    service = ControllerService(
+    service = controller_service(
         settings,
         bootstrap,
         cache,
         identities[topics.metadata],
         config=settings.controller_config(),
         endpoint=listener.endpoint,
-    )
+    ).start()
     services.append(service)
     admin = ControllerAdmin(bootstrap, topics, timeout_s=120)
     try:

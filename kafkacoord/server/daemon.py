@@ -26,6 +26,7 @@ from kafkacoord.server import embedded
 from kafkacoord.server.ops import OpsService, StatusSource
 from kafkacoord.server.services.controller import ControllerService
 from kafkacoord.server.services.dispatch import RequestDispatcher, reject
+from kafkacoord.server.services.factory import controller_service, group_service
 from kafkacoord.server.services.groups import GroupService
 from kafkacoord.server.services.rebirth import recreate_topics, wipe_cache
 from kafkacoord.server.services.watchdog import (
@@ -209,14 +210,14 @@ class Daemon:
         s = self.settings
         if self._probe is None:
             self._probe = TopicIdentityProbe(bootstrap, client_id=f"kafkacoord-{s.node_id}-probe")
-        self.controller = ControllerService(
+        self.controller = controller_service(
             s, bootstrap, self._cache, self.state.identities[s.topics.metadata],
             config=s.controller_config(), incarnation=self.incarnation,
             endpoint=self.listener.advertised, observer=self.ops.observer,
             identity_probe=self._probe.identity,
             delete_retention_ms=self.state.delete_retention.get(s.topics.metadata,
                                                                 DEFAULT_DELETE_RETENTION_MS),
-        )  # fmt: skip
+        ).start()  # fmt: skip
 
     def _start_services(self, bootstrap: str) -> None:
         assert self._cache is not None and self._probe is not None
@@ -228,13 +229,13 @@ class Daemon:
         endpoint = self.listener.advertised
         loop, loop_thread = self.listener.loop, self.listener.thread_id
         assert loop is not None and loop_thread is not None
-        self.groups = GroupService(
+        self.groups = group_service(
             s, bootstrap, self._cache, self.state.identities[topics.offsets],
             config=s.group_config(), observer=self.ops.observer, identity_probe=probe,
             delete_retention_ms=self.state.delete_retention.get(topics.offsets,
                                                                 DEFAULT_DELETE_RETENTION_MS),
             processor=LoopProcessor(loop, loop_thread, "group-shards"),
-        )  # fmt: skip
+        ).start()  # fmt: skip
         self.agent = NodeAgent(
             bootstrap, node_id=s.node_id, handler=self.groups, rack=s.rack,
             endpoints={LISTENER_ENDPOINT: endpoint}, roles=[COORDINATOR_ROLE],

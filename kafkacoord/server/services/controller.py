@@ -23,12 +23,11 @@ from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
 from kafkacoord.coordinator.runtime.shard import Request
-from kafkacoord.coordinator.runtime.writer import TransactionalWriter
+from kafkacoord.coordinator.runtime.writer import ShardWriter
 from kafkacoord.server.settings import Settings
 from kafkacoord.storage.cache import ShardId, StateCache
-from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.fold import metadata_policy
-from kafkacoord.storage.recovery import DEFAULT_DELETE_RETENTION_MS, ShardRecovery
+from kafkacoord.storage.recovery import ShardRecovery
 
 from .dispatch import reject
 from .election import ControllerElection
@@ -38,23 +37,31 @@ log = structlog.get_logger(__name__)
 RETRY_ACTIVATION_S = 1.0
 
 
+ElectionFactory = Callable[[Callable[[], None], Callable[[], None]], ControllerElection]
+"""Joins the controller election with (on_elected, on_lost) callbacks."""
+
+
 class ControllerService:
-    """Runs the controller shard while this daemon holds the election lease."""
+    """Runs the controller shard while this daemon holds the election lease.
+
+    The constructor only keeps its parts (:func:`~.factory.controller_service` builds
+    them); :meth:`start` joins the election.
+    """
 
     def __init__(
         self,
         settings: Settings,
-        bootstrap: str,
+        config: ControllerConfig,
+        *,
         cache: StateCache,
         identity: str,
-        *,
-        config: ControllerConfig,
+        recovery: ShardRecovery,
+        make_writer: Callable[[], ShardWriter],
+        make_election: ElectionFactory,
         endpoint: str | None = None,
         incarnation: str | None = None,
         on_change: Callable[[bool], None] | None = None,
         observer: HostObserver | None = None,
-        identity_probe: Callable[[str], str | None] | None = None,
-        delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
     ) -> None:
         self.settings = settings
         self.config = config
@@ -63,27 +70,22 @@ class ControllerService:
         self.activations = 0
         # Shared by every shard this service builds: elections counted for the process.
         self.elections: Counter[str] = Counter()
-        self._observer = observer
-        self._identity_probe = identity_probe
-        self._delete_retention_ms = delete_retention_ms
-        self._bootstrap = bootstrap
         self._cache = cache
         self._identity = identity
+        self._recovery = recovery
+        self._make_writer = make_writer
+        self._make_election = make_election
+        self._election: ControllerElection | None = None
         self._endpoint = endpoint
         self._on_change = on_change
+        self._observer = observer
         self._lock = threading.Lock()
         self._closed = False
-        topics = settings.topics
-        self._topics = topics
-        name = f"kafkacoord-{settings.node_id}"
-        self._election = ControllerElection(
-            # One election group per life of the metadata topic: consumers of a broker's
-            # previous life that rejoined the old group can never hold this election up.
-            bootstrap, topics.metadata, f"{topics.prefix}controller-{identity}",
-            client_id=f"{name}-elect",
-            on_elected=self._activate, on_lost=self._deactivate,
-            session_timeout_ms=settings.controller_session_ms,
-        )  # fmt: skip
+
+    def start(self) -> ControllerService:
+        """Join the election: winning it activates the controller."""
+        self._election = self._make_election(self._activate, self._deactivate)
+        return self
 
     @property
     def active(self) -> bool:
@@ -93,7 +95,8 @@ class ControllerService:
     @property
     def elected(self) -> bool:
         """This daemon holds the election lease (it may still be loading)."""
-        return self._election.active
+        election = self._election
+        return election is not None and election.active
 
     @property
     def epoch(self) -> int | None:
@@ -108,34 +111,20 @@ class ControllerService:
         return shard if isinstance(shard, ControllerShard) else None
 
     def _parts(self) -> HostParts:
-        s, topics = self.settings, self._topics
-        recovery = ShardRecovery(
-            self._cache,
-            lambda: replay_consumer(
-                self._bootstrap, f"kafkacoord-{s.node_id}-controller-loader",
-                **{"auto.offset.reset": "error", "isolation.level": "read_committed"},
-            ),
-            topics.metadata, metadata_policy(), strict=s.strict_records,
-            chunk_records=s.load_chunk_records, delete_retention_ms=self._delete_retention_ms,
-            # A load from a broker that lost the topic must not mix into the old cache.
-            identity_probe=None if (probe := self._identity_probe) is None
-            else lambda: probe(topics.metadata),
-        )  # fmt: skip
+        metadata = self.settings.topics.metadata
         return HostParts(
-            store=self._cache.shard(ShardId(topics.metadata, 0)),
+            store=self._cache.shard(ShardId(metadata, 0)),
             identity=self._identity,
             policy=metadata_policy(),
-            recover=lambda: recovery.recover([0], self._identity)[0],
+            recover=lambda: self._recovery.recover([0], self._identity)[0],
             make_shard=lambda: ControllerShard(
                 self.config,
-                s.node_id,
+                self.settings.node_id,
                 self.incarnation,
                 elections=self.elections,
                 endpoint=self._endpoint,
             ),
-            make_writer=lambda: TransactionalWriter(
-                self._bootstrap, topics.metadata, 0, transactional_id=f"{topics.prefix}controller"
-            ),
+            make_writer=self._make_writer,
         )
 
     def _activate(self) -> None:
@@ -163,14 +152,14 @@ class ControllerService:
         if failure is None or self._closed:
             return
         # Still holding the lease (a broker hiccup, say): try again shortly.
-        if self._election.active:
+        if self.elected:
             log.warning("controller stopped; retrying activation", error=str(failure))
             timer = threading.Timer(RETRY_ACTIVATION_S, self._retry)
             timer.daemon = True
             timer.start()
 
     def _retry(self) -> None:
-        if self._election.active:
+        if self.elected:
             self._activate()
 
     def dispatch(self, request: Request) -> None:
@@ -183,7 +172,8 @@ class ControllerService:
 
     def close(self) -> None:
         self._closed = True
-        self._election.close()
+        if self._election is not None:
+            self._election.close()
         host = self.host
         if host is not None:
             host.stop()

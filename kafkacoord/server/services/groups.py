@@ -15,7 +15,6 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable
 
 import structlog
 
@@ -28,14 +27,13 @@ from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter, SharedProducer
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
-from kafkacoord.coordinator.runtime.processor import Processor, ShardProcessor
+from kafkacoord.coordinator.runtime.processor import Processor
 from kafkacoord.coordinator.runtime.shard import Request
 from kafkacoord.server.settings import Settings
 from kafkacoord.server.uptime import process_uptime_s
 from kafkacoord.storage.cache import ShardId, StateCache
-from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.fold import offsets_policy
-from kafkacoord.storage.recovery import DEFAULT_DELETE_RETENTION_MS, ShardLoad, ShardRecovery
+from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
 
 from .dispatch import reject
 
@@ -44,67 +42,57 @@ log = structlog.get_logger(__name__)
 
 class GroupService:
     """Loads, serves and unloads the group shards this daemon leads, and keeps a warm copy of
-    the ones it follows; the controller's partition records say which."""
+    the ones it follows; the controller's partition records say which.
+
+    The constructor only keeps its parts (:func:`~.factory.group_service` builds them);
+    :meth:`start` starts tailing."""
 
     def __init__(
         self,
         settings: Settings,
-        bootstrap: str,
+        config: GroupConfig,
+        *,
         cache: StateCache,
         identity: str,
-        *,
-        config: GroupConfig,
-        warm_interval_s: float = 2.0,
+        appends: SharedProducer,
+        recovery: ShardRecovery,
+        processor: Processor,
         observer: HostObserver | None = None,
-        identity_probe: Callable[[str], str | None] | None = None,
-        processor: Processor | None = None,
-        delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
+        warm_interval_s: float = 2.0,
     ) -> None:
         self.settings = settings
         self.config = config
-        self._observer = observer
-        self._incarnation = uuid.uuid4().hex
-        self._appends = SharedProducer(
-            bootstrap, f"kafkacoord-{settings.node_id}-offsets",
-            timeout_s=config.offsets_commit_timeout_ms / 1000,
-        )  # fmt: skip
         self.topic = settings.topics.offsets
         self.hosts: dict[int, ShardHost] = {}
+        self.followed: set[int] = set()
+        # This daemon's node agent, set by the daemon: reports followed shards as caught up.
+        self.agent: NodeAgent | None = None
+        self._cache = cache
+        self._identity = identity
+        self._appends = appends
+        self._recovery = recovery
         # Every group shard of this daemon takes its turns on one thread: the
         # listener's, when the daemon hands its loop over, else a thread of their own.
-        self._processor: Processor = processor or ShardProcessor("group-shards")
+        self._processor = processor
+        self._observer = observer
+        self._incarnation = uuid.uuid4().hex
         # Shards immigrating together are reported together, in one line.
         self._activating: set[int] = set()
         self._activating_since = 0.0
         self._activated_count = 0
-        self.followed: set[int] = set()
-        # This daemon's node agent, set by the daemon: reports followed shards as caught up.
-        self.agent: NodeAgent | None = None
-        self._bootstrap = bootstrap
-        self._cache = cache
-        self._identity = identity
         self._lock = threading.Lock()
         # Loads and tailing both write a shard's cache: one at a time per shard keeps its
         # checkpoint monotonic, while different shards load side by side.
         self._load_locks: dict[int, threading.Lock] = {}
         self._closing = threading.Event()
-        name = f"kafkacoord-{settings.node_id}"
-        self._recovery = ShardRecovery(
-            cache,
-            lambda: replay_consumer(
-                bootstrap, f"{name}-groups-loader",
-                **{"auto.offset.reset": "error", "isolation.level": "read_committed"},
-            ),
-            self.topic, offsets_policy(settings.offsets_retention_ms),
-            strict=settings.strict_records, chunk_records=settings.load_chunk_records,
-            delete_retention_ms=delete_retention_ms,
-            # A load from a broker that lost the topic must not mix into the old cache.
-            identity_probe=None if identity_probe is None else lambda: identity_probe(self.topic),
-        )  # fmt: skip
         self._warmer = threading.Thread(
             target=self._keep_warm, args=(warm_interval_s,), name="groups-warm", daemon=True
         )
+
+    def start(self) -> GroupService:
+        """Start tailing followed shards; leading ones load as the controller assigns them."""
         self._warmer.start()
+        return self
 
     # -- placement callbacks (from this daemon's node agent) ---------------------------
 
@@ -238,4 +226,5 @@ class GroupService:
             host.stop()
         self._processor.close()
         self._appends.close()
-        self._warmer.join(timeout=5)
+        if self._warmer.is_alive():
+            self._warmer.join(timeout=5)
