@@ -14,6 +14,8 @@ from kafkacoord.codecs.models import (
     GroupMetadataKey,
     OffsetCommitKey,
     OffsetCommitValue,
+    ShardLeaderKey,
+    ShardLeaderValue,
 )
 from kafkacoord.coordinator.runtime.shard import Record
 
@@ -25,6 +27,7 @@ __all__ = [
     "offset_commit_record",
     "offset_commit_tombstone",
     "offset_commit_value",
+    "shard_leader_record",
 ]
 
 
@@ -67,3 +70,9 @@ def offset_commit_record(
 
 def offset_commit_tombstone(group_id: str, topic: str, partition: int) -> Record:
     return Record(OffsetCommitKey(group_id, topic, partition), None)
+
+
+def shard_leader_record(leader_epoch: int, node_id: int, incarnation: str, now_ms: int) -> Record:
+    """The marker a shard's new leader writes first: readers drop older epochs' writes
+    after it (docs/architecture.md#fencing)."""
+    return Record(ShardLeaderKey(), ShardLeaderValue(leader_epoch, node_id, incarnation, now_ms))

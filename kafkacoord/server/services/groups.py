@@ -20,8 +20,9 @@ import structlog
 
 from kafkacoord.client.agent import NodeAgent
 from kafkacoord.codecs import encode_record
-from kafkacoord.codecs.models import PartitionValue, ShardLeaderKey, ShardLeaderValue
+from kafkacoord.codecs.models import PartitionValue
 from kafkacoord.coordinator.groups.config import GroupConfig
+from kafkacoord.coordinator.groups.records import shard_leader_record
 from kafkacoord.coordinator.groups.shard import GroupShard
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter, SharedProducer
@@ -174,12 +175,12 @@ class GroupService:
 
     def _writer(self, partition: int, leader_epoch: int) -> LeaderEpochWriter:
         """Opening the writer announces this daemon as the shard's leader (the fence)."""
-        marker = ShardLeaderValue(
+        marker = shard_leader_record(
             leader_epoch, self.settings.node_id, self._incarnation, int(time.time() * 1000)
         )
         return LeaderEpochWriter(
             self._appends, self.topic, partition,
-            epoch=leader_epoch, marker=encode_record(ShardLeaderKey(), marker),
+            epoch=leader_epoch, marker=encode_record(marker.key, marker.value),
         )  # fmt: skip
 
     def _recover(self, partitions: list[int]) -> dict[int, ShardLoad]:
