@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from kafkacoord.codecs import CodecError, RecordType, decode_record
 from kafkacoord.coordinator.runtime.shard import Record
 from kafkacoord.storage.clients import (
-    BACKGROUND_FETCH_WAIT_MS,
+    background_fetch_wait_ms,
     base_config,
     close_after,
     poll_batch,
@@ -68,7 +68,7 @@ class MetadataFollower:
                     "enable.partition.eof": True,
                     "auto.offset.reset": "earliest",
                     "isolation.level": "read_committed",
-                    **polling_consumer(BACKGROUND_FETCH_WAIT_MS),
+                    **polling_consumer(background_fetch_wait_ms(bootstrap)),
                 },
             )
         )

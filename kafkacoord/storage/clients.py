@@ -9,6 +9,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 
+from .broker_profile import broker_profile
 from .errors import BrokerUnavailableError
 
 # Large fetches make replay several times faster than librdkafka's defaults.
@@ -23,8 +24,17 @@ _REPLAY_CONSUMER = {
 
 # Some brokers (tansu) answer a waiting fetch only when its wait ends, not when data
 # arrives, so the wait bounds how late a tailing reader sees a record; every fetch also
-# costs the broker CPU. Background tails (metadata followers) poll every 50 ms.
+# costs the broker CPU. There, background tails (metadata followers) poll every 50 ms;
+# Apache Kafka wakes a parked fetch on data, so they wait as long as Kafka's default.
 BACKGROUND_FETCH_WAIT_MS = 50
+KAFKA_FETCH_WAIT_MS = 500
+
+
+def background_fetch_wait_ms(bootstrap: str) -> int:
+    """How long a background tail's fetch may wait at ``bootstrap``'s broker."""
+    if broker_profile(bootstrap).fetch_wakes_on_data:
+        return KAFKA_FETCH_WAIT_MS
+    return BACKGROUND_FETCH_WAIT_MS
 
 
 def polling_consumer(fetch_wait_ms: int) -> dict[str, int]:

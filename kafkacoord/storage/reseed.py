@@ -10,6 +10,9 @@ are unchanged. Then the shard is rewritten in the cache at its new offsets, in
 one batch, so a crash leaves the old shard (and the next start re-seeds again)
 or the new one.
 
+The embedded Apache Kafka keeps its log on disk, so its topics keep their ids and
+no shard is stale: there this only acts if the broker's log dir was lost.
+
 Never used against a cluster the daemon does not own: there a recreated topic
 means data loss, and the cache is rebuilt from the log instead.
 """
