@@ -16,6 +16,7 @@ from kafkacoord.cli.render import table
 from kafkacoord.client import GroupAdmin
 from kafkacoord.client.errors import RequestError
 from kafkacoord.client.group_member import broker_partition_counts
+from kafkacoord.client.offset_reset import ResetMode, clamp, reset_plan
 from kafkacoord.coordinator.groups.consumer_protocol import ConsumerProtocolError, decode_assignment
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.storage.clients import base_config
@@ -272,21 +273,18 @@ def groups_reset_offsets(
             fail("no partitions to reset")
         with EndOffsetProbe(servers, client_id="kafkacoord-reset") as probe:
             starts, ends = probe.earliest(partitions), probe.latest(partitions)
-        if to_latest:
-            plan = dict(ends)
-        elif to_earliest:
-            plan = dict(starts)
-        elif to_datetime is not None:
-            plan = _offsets_at(servers, ends, to_datetime)
-        elif to_offset is not None:
-            plan = dict.fromkeys(partitions, to_offset)
+        if to_datetime is not None:
+            plan = clamp(_offsets_at(servers, ends, to_datetime), starts, ends)
         else:
-            plan = {
-                tp: (committed[tp].offset if tp in committed else 0) + (shift_by or 0)
-                for tp in partitions
-            }
-        # Kafka clamps the target into the log's range.
-        plan = {tp: min(max(off, starts[tp]), ends[tp]) for tp, off in plan.items()}
+            mode: ResetMode = (
+                "latest" if to_latest else "earliest" if to_earliest
+                else "offset" if to_offset is not None else "shift"
+            )  # fmt: skip
+            value = to_offset if to_offset is not None else shift_by or 0
+            plan = reset_plan(
+                mode, partitions, committed={tp: p.offset for tp, p in committed.items()},
+                starts=starts, ends=ends, value=value,
+            )  # fmt: skip
         errors: dict[TP, ErrorCode] = {}
         if execute:
             errors = {

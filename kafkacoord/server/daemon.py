@@ -18,6 +18,9 @@ import structlog
 from kafkacoord.client.agent import NodeAgent
 from kafkacoord.client.errors import RequestError
 from kafkacoord.client.routes import LISTENER_ENDPOINT
+from kafkacoord.console.app import Console
+from kafkacoord.console.cluster import ClusterAccess
+from kafkacoord.console.lag import LagHistory
 from kafkacoord.coordinator.controller.config import COORDINATOR_ROLE
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.runtime.processor import LoopProcessor
@@ -98,6 +101,7 @@ class Daemon:
             dispatcher=self.dispatcher,
         )
         self.ops = OpsService(status, loads=lambda: self.state.loads)
+        self._console: ClusterAccess | None = None
 
     def run(self) -> int:
         """Start, serve until SIGINT/SIGTERM, stop. Returns the process exit code."""
@@ -164,6 +168,24 @@ class Daemon:
             poison_skipped=sum(load.stats.poison for load in [*metadata, *offsets]),
             seconds=round(time.monotonic() - started, 3),
         )
+        self._start_console(bootstrap)
+
+    def _start_console(self, bootstrap: str) -> None:
+        """The web console on the metrics port: the same reads and admin calls as the CLI."""
+        s = self.settings
+        server = self.ops.server
+        if not s.console or server is None:
+            return
+        # With mutual TLS and admin principals the controller judges every write by
+        # this daemon's identity, as it judges the CLI's; otherwise writes are opt-in.
+        writes = s.console_writes or (s.tls_client_ca is not None and bool(s.admin_principals))
+        self._console = ClusterAccess(
+            bootstrap, s.topics, offsets_partitions=s.offsets_partitions, tls=s.client_tls(),
+            client_id=f"kafkacoord-{s.node_id}-console",
+            lag=LagHistory(s.console_lag_samples), lag_interval_s=s.console_lag_interval_ms / 1000,
+        ).start()  # fmt: skip
+        self.ops.mount_console(Console(self._console, writes=writes))
+        log.info("console ready", url=f"{server.url}/", writes=writes)
 
     def _start_listener(self) -> None:
         s = self.settings
@@ -392,6 +414,10 @@ class Daemon:
         self._stop.set()  # a rebuild in progress gives up at its next step
         with self._lifecycle:
             self._stop_services()
+        self.ops.mount_console(None)
+        if self._console is not None:
+            self._console.close()
+            self._console = None
         # After the services: their last replies (NOT_COORDINATOR) still reach callers.
         if self.listener is not None:
             self.listener.close()

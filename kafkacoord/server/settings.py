@@ -140,6 +140,21 @@ class Settings(BaseSettings):
     metrics_port: int = Field(
         9464, ge=-1, le=65535, description="Port of /metrics and /health; 0 picks one, -1 disables."
     )
+    console: bool = Field(
+        True, description="Serve the web console on the metrics port (metrics_host only)."
+    )
+    console_writes: bool = Field(
+        False,
+        description="Let the console stop reassignments, reset offsets and elect leaders. "
+        "With mutual TLS and admin_principals the console may write regardless, and the "
+        "controller checks this daemon's identity as it does the CLI's.",
+    )
+    console_lag_interval_ms: int = Field(
+        5000, ge=100, description="How often the console samples every group's lag."
+    )
+    console_lag_samples: int = Field(
+        720, ge=2, le=100_000, description="Lag samples kept per group partition (a ring)."
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["console", "json"] = "console"
 

@@ -1,8 +1,8 @@
-"""The daemon's HTTP endpoint: ``/metrics`` (Prometheus) and ``/health`` (JSON).
+"""The daemon's HTTP endpoint: ``/metrics`` (Prometheus), ``/health`` (JSON) and the console.
 
 prometheus_client's WSGI app serves ``/metrics`` (content negotiation, gzip); a small
-dispatcher adds ``/health``. wsgiref's server, one thread per request, on a daemon
-thread of its own.
+dispatcher adds ``/health`` and hands every other path to the web console. wsgiref's
+server, one thread per request, on a daemon thread of its own.
 """
 
 from __future__ import annotations
@@ -25,7 +25,13 @@ if TYPE_CHECKING:
 _STATUS = {200: "200 OK", 404: "404 Not Found", 503: "503 Service Unavailable"}
 
 
-def ops_app(registry: CollectorRegistry, health: Callable[[], Health]) -> WSGIApplication:
+def ops_app(
+    registry: CollectorRegistry,
+    health: Callable[[], Health],
+    console: Callable[[], WSGIApplication | None] = lambda: None,
+) -> WSGIApplication:
+    """``/metrics`` and ``/health``; every other path goes to the web console once
+    ``console()`` returns it (it starts after the broker is reached)."""
     metrics = make_wsgi_app(registry)
 
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
@@ -35,6 +41,9 @@ def ops_app(registry: CollectorRegistry, health: Callable[[], Health]) -> WSGIAp
         if path == "/health":
             result = health()
             return _reply(start_response, result.http_status, result.body)
+        web = console()
+        if web is not None:
+            return web(environ, start_response)
         if path == "/":
             return _reply(start_response, 200, {"endpoints": ["/metrics", "/health"]})
         return _reply(start_response, 404, {"error": f"no such endpoint: {path}"})

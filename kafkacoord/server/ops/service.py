@@ -7,6 +7,8 @@ so several daemons' worth of metrics can live in one process.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import structlog
 from prometheus_client import CollectorRegistry, Info
 
@@ -26,6 +28,9 @@ from .observer import PrometheusObserver
 from .probe import BrokerProbe
 from .status import DaemonStatus, StatusSource
 
+if TYPE_CHECKING:
+    from wsgiref.types import WSGIApplication
+
 log = structlog.get_logger(__name__)
 
 DISABLED_PORT = -1
@@ -40,6 +45,7 @@ class OpsService:
         self.source = source
         self.server: OpsServer | None = None
         self._probe: BrokerProbe | None = None
+        self._console: WSGIApplication | None = None
         self.registry.register(StatusCollector(self.source.read))
         self.registry.register(RecoveryCollector(loads))
         counts = poison_counts if poison_counts is not None else poison_counts_source()
@@ -68,7 +74,8 @@ class OpsService:
             log.info("metrics and health endpoint disabled")
             return None
         try:
-            self.server = OpsServer(host, port, ops_app(self.registry, self.health)).start()
+            app = ops_app(self.registry, self.health, lambda: self._console)
+            self.server = OpsServer(host, port, app).start()
         except OSError as exc:
             log.warning("metrics and health endpoint not started", host=host, port=port,
                         error=str(exc))  # fmt: skip
@@ -77,7 +84,12 @@ class OpsService:
                  host=host, port=self.server.port)  # fmt: skip
         return self.server
 
+    def mount_console(self, console: WSGIApplication | None) -> None:
+        """Serve the web console on every path but /metrics and /health (None: stop)."""
+        self._console = console
+
     def close(self) -> None:
+        self._console = None
         if self.server is not None:
             self.server.close()
             self.server = None

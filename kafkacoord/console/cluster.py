@@ -1,0 +1,209 @@
+"""What the console reads and writes, through the same clients as the CLI.
+
+:class:`ClusterAccess` owns a live metadata image, a group admin, a controller admin
+and an end-offset probe. A sampler thread records every group's lag into a
+:class:`~.lag.LagHistory` on a timer. Writes are the CLI's admin calls, so they fail
+with the CLI's errors.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import structlog
+
+from kafkacoord.client.admin import ControllerAdmin
+from kafkacoord.client.errors import RequestError
+from kafkacoord.client.group_admin import GroupAdmin
+from kafkacoord.client.offset_reset import ResetMode, reset_plan
+from kafkacoord.coordinator.groups.consumer_protocol import (
+    ConsumerProtocolError,
+    decode_assignment,
+)
+from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.protocol import group_api as g
+from kafkacoord.storage.errors import StorageError
+from kafkacoord.storage.topics import InternalTopics
+from kafkacoord.storage.watermarks import EndOffsetProbe
+from kafkacoord.wire import ClientTls
+
+from .lag import LagHistory
+from .live import LiveMetadata
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["ClusterAccess", "GroupView", "ResetResult"]
+
+TP = tuple[str, int]
+
+
+def assigned(data: bytes) -> list[TP]:
+    """A consumer member's partitions (none for other protocols or a bad payload)."""
+    if not data:
+        return []
+    try:
+        return sorted(decode_assignment(data).partitions)
+    except ConsumerProtocolError:
+        return []
+
+
+@dataclass(slots=True)
+class GroupView:
+    """One group: its description, committed offsets and log ends."""
+
+    described: g.DescribedGroup
+    committed: dict[TP, int]
+    ends: dict[TP, int]
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class ResetResult:
+    """A reset's plan (current -> new), and per-partition errors once applied."""
+
+    plan: dict[TP, tuple[int | None, int]]
+    applied: bool
+    errors: dict[TP, str] = field(default_factory=dict)
+
+
+class ClusterAccess:
+    """The console's clients, and the lag sampler."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: InternalTopics,
+        *,
+        offsets_partitions: int,
+        tls: ClientTls | None = None,
+        client_id: str = "kafkacoord-console",
+        lag: LagHistory | None = None,
+        lag_interval_s: float = 5.0,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics
+        self.metadata = LiveMetadata(bootstrap, topics.metadata, client_id=f"{client_id}-meta")
+        self.groups = GroupAdmin(
+            bootstrap, topic_prefix=topics.prefix, offsets_partitions=offsets_partitions,
+            tls=tls, timeout_s=timeout_s,
+        )  # fmt: skip
+        self.controller = ControllerAdmin(bootstrap, topics, tls=tls, timeout_s=timeout_s)
+        self.lag = lag or LagHistory()
+        self._probe = EndOffsetProbe(bootstrap, client_id=f"{client_id}-ends", timeout_s=timeout_s)
+        self._probe_lock = threading.Lock()
+        self._interval_s = lag_interval_s
+        self._closing = threading.Event()
+        self._sampler = threading.Thread(target=self._sample_loop, name="console-lag", daemon=True)
+
+    def start(self) -> ClusterAccess:
+        self._sampler.start()
+        return self
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def list_groups(self) -> list[g.ListedGroup]:
+        return [grp for grp in self.groups.list_groups() if grp.state != "Dead"]
+
+    def committed(self, group: str) -> dict[TP, int]:
+        return {tp: p.offset for tp, p in self.groups.committed(group).items()}
+
+    def ends(self, partitions: list[TP]) -> dict[TP, int]:
+        if not partitions:
+            return {}
+        with self._probe_lock:
+            return self._probe.latest(partitions)
+
+    def group(self, group_id: str) -> GroupView | None:
+        [described] = self.groups.describe_groups([group_id])
+        if described.error is not ErrorCode.NONE or described.state == "Dead":
+            return None
+        committed = self.committed(group_id)
+        owned = {tp for m in described.members for tp in assigned(m.assignment)}
+        try:
+            ends = self.ends(sorted(set(committed) | owned))
+        except StorageError as exc:
+            return GroupView(described, committed, {}, f"log end offsets unavailable: {exc}")
+        return GroupView(described, committed, ends)
+
+    # -- lag sampling --------------------------------------------------------------------
+
+    def sample_once(self) -> int:
+        """Record one lag sample of every group; the number of groups sampled."""
+        now_ms = int(time.time() * 1000)
+        groups = self.list_groups()
+        committed = {grp.group_id: self.committed(grp.group_id) for grp in groups}
+        partitions = sorted({tp for offsets in committed.values() for tp in offsets})
+        ends = self.ends(partitions)
+        for group, offsets in committed.items():
+            self.lag.record(group, now_ms, offsets, ends)
+        self.lag.forget(committed)
+        return len(groups)
+
+    def _sample_loop(self) -> None:
+        while not self._closing.is_set():
+            try:
+                self.sample_once()
+            except (RequestError, StorageError, TimeoutError) as exc:
+                log.debug("lag sample skipped", error=str(exc))
+            except Exception:
+                log.exception("lag sample failed")
+            self._closing.wait(self._interval_s)
+
+    # -- writes (the CLI's admin calls) --------------------------------------------------
+
+    def cancel_reassignments(self, partitions: list[TP]) -> dict[TP, str]:
+        """Stop these reassignments (Kafka: a null target); errors by partition."""
+        results = self.controller.alter_reassignments(dict.fromkeys(partitions))
+        return {
+            (r.topic, r.partition): f"{r.error.name}: {r.message or ''}".rstrip(": ")
+            for r in results
+            if r.error is not ErrorCode.NONE
+        }
+
+    def elect_preferred(self, partitions: list[TP] | None) -> dict[TP, str]:
+        results = self.controller.elect_leaders("preferred", partitions)
+        return {
+            (r.topic, r.partition): f"{r.error.name}: {r.message or ''}".rstrip(": ")
+            for r in results
+            if r.error not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)
+        }
+
+    def reset_offsets(
+        self, group: str, topic: str | None, mode: ResetMode, value: int, *, apply: bool
+    ) -> ResetResult:
+        """Plan a reset of ``topic`` (every committed topic when None); apply it if asked."""
+        committed = self.committed(group)
+        if topic is None:
+            partitions = sorted(committed)
+        else:
+            count = len(self.metadata.read(lambda t: t.image.partition_ids(topic)))
+            known = sorted(tp for tp in committed if tp[0] == topic)
+            partitions = [(topic, p) for p in range(count)] if count else known
+        if not partitions:
+            raise ValueError(f"group {group!r} has nothing to reset for {topic or 'any topic'}")
+        with self._probe_lock:
+            starts = self._probe.earliest(partitions)
+            ends = self._probe.latest(partitions)
+        plan = reset_plan(mode, partitions, committed=committed, starts=starts, ends=ends,
+                          value=value)  # fmt: skip
+        result = ResetResult({tp: (committed.get(tp), o) for tp, o in plan.items()}, apply)
+        if apply:
+            result.errors = {
+                tp: code.name
+                for tp, code in self.groups.reset_offsets(group, plan).items()
+                if code is not ErrorCode.NONE
+            }
+        return result
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._sampler.is_alive():
+            self._sampler.join(timeout=5)
+        self.metadata.close()
+        self.groups.close()
+        self.controller.close()
+        with self._probe_lock:
+            self._probe.close()

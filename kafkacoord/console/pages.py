@@ -1,0 +1,323 @@
+"""The console's pages as plain data, built from the metadata image and group reads.
+
+Pure functions, no I/O: the web layer fetches, these shape, the templates render (and
+escape). Kept apart so the unit tests check the facts without a browser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kafkacoord.codecs.models import PartitionValue
+from kafkacoord.coordinator.controller.image import MetadataImage
+from kafkacoord.server.ops.summary import node_state
+
+from .cluster import GroupView, assigned
+from .lag import LagHistory, Status
+from .live import MetadataTracker
+
+__all__ = [
+    "group_page",
+    "groups_page",
+    "history_page",
+    "nodes_page",
+    "overview_page",
+    "reassignments_page",
+    "topic_page",
+    "topics_page",
+]
+
+TP = tuple[str, int]
+# Kafka's leader.imbalance.per.broker.percentage: above it a node's leadership is skewed.
+IMBALANCE_ALERT = 0.10
+HISTORY_ROWS = 500
+
+
+def _partition_row(value: PartitionValue, image: MetadataImage) -> dict[str, Any]:
+    move = value.reassignment
+    return {
+        "partition": value.partition,
+        "state": value.state.name,
+        "leader": value.leader,
+        "leader_epoch": value.leader_epoch,
+        "replicas": list(value.replicas),
+        "isr": list(value.isr),
+        "elr": list(getattr(value, "elr", ()) or ()),
+        "adding": [] if move is None else list(move.adding_replicas),
+        "removing": [] if move is None else list(move.removing_replicas),
+        "under_replicated": len(value.isr) < image.target_replication(value),
+        "offline": value.leader < 0,
+    }
+
+
+def overview_page(
+    tracker: MetadataTracker, offsets_topic: str, groups: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """``groups``: group id -> state, or None when the groups could not be read."""
+    image = tracker.image
+    controller = image.controller
+    nodes = sorted(image.nodes.values(), key=lambda n: n.node_id)
+    states = {n.node_id: node_state(n) for n in nodes}
+    offline = image.unavailable()
+    under = image.under_replicated()
+    under_min = image.under_min_isr()
+    imbalance = image.leader_imbalance()
+    alerts: list[str] = []
+    if controller is None:
+        alerts.append("no active controller has written yet")
+    alerts += [f"node {n} is fenced" for n, s in states.items() if s == "fenced"]
+    if offline:
+        alerts.append(f"{len(offline)} partitions have no leader")
+    if under_min:
+        alerts.append(f"{len(under_min)} partitions are under min.insync.replicas")
+    alerts += [
+        f"node {n}: {ratio:.0%} of the partitions it is preferred for are led elsewhere"
+        for n, ratio in sorted(imbalance.items())
+        if ratio > IMBALANCE_ALERT
+    ]
+    shards = [
+        {"partition": v.partition, "leader": v.leader, "replicas": list(v.replicas),
+         "isr": list(v.isr)}
+        for v in image.partitions_of(offsets_topic)
+    ]  # fmt: skip
+    by_state: dict[str, int] = {}
+    for state in (groups or {}).values():
+        by_state[state] = by_state.get(state, 0) + 1
+    return {
+        "controller": None
+        if controller is None
+        else {
+            "node_id": controller.node_id,
+            "epoch": controller.epoch,
+            "activated_ms": controller.activated_ms,
+        },
+        "nodes_up": sum(1 for s in states.values() if s == "live"),
+        "nodes_fenced": sum(1 for s in states.values() if s == "fenced"),
+        "nodes_total": len(states),
+        "topics": len(image.topics),
+        "partitions": image.partition_count(),
+        "offline": [_tp(v) for v in offline],
+        "under_replicated": [_tp(v) for v in under],
+        "under_min_isr": [_tp(v) for v in under_min],
+        "imbalance": [
+            {"node": n, "ratio": ratio, "alert": ratio > IMBALANCE_ALERT}
+            for n, ratio in sorted(imbalance.items())
+        ],
+        "shards": shards,
+        "groups": None if groups is None else len(groups),
+        "groups_by_state": dict(sorted(by_state.items())),
+        "alerts": alerts,
+    }
+
+
+def _tp(value: PartitionValue) -> str:
+    return f"{value.topic}-{value.partition}"
+
+
+def nodes_page(tracker: MetadataTracker) -> list[dict[str, Any]]:
+    image = tracker.image
+    leaders = image.leader_counts()
+    imbalance = image.leader_imbalance()
+    return [
+        {
+            "id": node.node_id,
+            "rack": node.rack or "",
+            "state": node_state(node),
+            "epoch": node.node_epoch,
+            "endpoints": dict(sorted(node.endpoints.items())),
+            "roles": list(node.roles),
+            "leaders": leaders.get(node.node_id, 0),
+            "replicas": len(image.replicas_on(node.node_id)),
+            "imbalance": imbalance.get(node.node_id, 0.0),
+        }
+        for node in sorted(image.nodes.values(), key=lambda n: n.node_id)
+    ]
+
+
+def topics_page(tracker: MetadataTracker) -> list[dict[str, Any]]:
+    image = tracker.image
+    rows = []
+    for name in sorted(image.topics):
+        topic = image.topics[name]
+        parts = image.partitions_of(name)
+        rows.append(
+            {
+                "name": name,
+                "partitions": len(parts),
+                "replication_factor": topic.replication_factor,
+                "under_replicated": sum(
+                    1 for v in parts if len(v.isr) < image.target_replication(v)
+                ),
+                "offline": sum(1 for v in parts if v.leader < 0),
+                "reassigning": sum(1 for v in parts if v.reassignment is not None),
+                "deleting": topic.deleting,
+            }
+        )
+    return rows
+
+
+def topic_page(tracker: MetadataTracker, name: str) -> dict[str, Any] | None:
+    image = tracker.image
+    topic = image.topic(name)
+    if topic is None:
+        return None
+    parts = image.partitions_of(name)
+    nodes = sorted(set(image.nodes) | {r for v in parts for r in v.replicas})
+    heat = []
+    for node in nodes:
+        cells = []
+        for v in parts:
+            move = v.reassignment
+            if move is not None and node in move.adding_replicas:
+                role = "adding"
+            elif move is not None and node in move.removing_replicas:
+                role = "removing"
+            elif v.leader == node:
+                role = "leader"
+            elif node in v.isr:
+                role = "follower"
+            elif node in v.replicas:
+                role = "out-of-sync"
+            else:
+                role = ""
+            cells.append(role)
+        heat.append({"node": node, "cells": cells})
+    return {
+        "name": name,
+        "topic_id": topic.topic_id,
+        "replication_factor": topic.replication_factor,
+        "configs": dict(sorted(topic.configs.items())),
+        "deleting": topic.deleting,
+        "partitions": [_partition_row(v, image) for v in parts],
+        "has_elr": any(getattr(v, "elr", None) for v in parts),
+        "heat": heat,
+        "partition_ids": [v.partition for v in parts],
+    }
+
+
+def reassignments_page(tracker: MetadataTracker) -> dict[str, Any]:
+    image = tracker.image
+    running = []
+    for v in image.reassignments():
+        move = v.reassignment
+        assert move is not None
+        target = list(move.target_replicas)
+        done = sum(1 for r in target if r in v.isr)
+        running.append(
+            {
+                "topic": v.topic,
+                "partition": v.partition,
+                "original": list(move.original_replicas),
+                "target": target,
+                "adding": list(move.adding_replicas),
+                "removing": list(move.removing_replicas),
+                "step": move.step,
+                "started_ms": move.started_ms,
+                "progress": done / len(target) if target else 1.0,
+                "caught_up": done,
+            }
+        )
+    finished = [
+        {
+            "topic": f.topic,
+            "partition": f.partition,
+            "original": list(f.original),
+            "target": list(f.target),
+            "replicas": list(f.replicas),
+            "completed": f.completed,
+            "started_ms": f.started_ms,
+            "finished_ms": f.at_ms,
+        }
+        for f in reversed(tracker.finished)
+    ]
+    return {"running": running, "finished": finished[:HISTORY_ROWS]}
+
+
+def history_page(tracker: MetadataTracker) -> list[dict[str, Any]]:
+    return [
+        {
+            "at_ms": c.at_ms,
+            "topic": c.topic,
+            "partition": c.partition,
+            "previous": c.previous,
+            "leader": c.leader,
+            "leader_epoch": c.leader_epoch,
+            "election": c.election,
+        }
+        for c in list(reversed(tracker.leader_changes))[:HISTORY_ROWS]
+    ]
+
+
+def groups_page(listed: Mapping[str, tuple[str, str]], lag: LagHistory) -> list[dict[str, Any]]:
+    """``listed``: group id -> (state, protocol type)."""
+    rows = []
+    for group, (state, protocol_type) in sorted(listed.items()):
+        status, _ = lag.status(group)
+        series = lag.total(group)
+        rows.append(
+            {
+                "group": group,
+                "state": state,
+                "protocol_type": protocol_type or "(simple)",
+                "lag": series[-1][1] if series else None,
+                "status": status.name,
+            }
+        )
+    return rows
+
+
+def group_page(view: GroupView, lag: LagHistory) -> dict[str, Any]:
+    described = view.described
+    owners: dict[TP, tuple[str, str, str]] = {}
+    members = []
+    for m in described.members:
+        parts = assigned(m.assignment)
+        for tp in parts:
+            owners[tp] = (m.member_id, m.client_id, m.client_host)
+        members.append(
+            {
+                "member_id": m.member_id,
+                "instance": m.group_instance_id or "",
+                "client_id": m.client_id,
+                "host": m.client_host,
+                "assignment": [f"{t}-{p}" for t, p in parts],
+            }
+        )
+    status, per = lag.status(described.group_id)
+    offsets = []
+    for tp in sorted(set(view.committed) | set(owners)):
+        current = view.committed.get(tp)
+        end = view.ends.get(tp)
+        owner = owners.get(tp)
+        offsets.append(
+            {
+                "topic": tp[0],
+                "partition": tp[1],
+                "committed": current,
+                "end": end,
+                "lag": None if current is None or end is None else max(0, end - current),
+                "owner": "" if owner is None else owner[0],
+                "client_id": "" if owner is None else owner[1],
+                "status": per.get(tp, Status.OK).name,
+            }
+        )
+    return {
+        "group": described.group_id,
+        "state": described.state,
+        "protocol_type": described.protocol_type or "(simple)",
+        "protocol": described.protocol,
+        "generation": described.generation,
+        "leader": described.leader or "",
+        "members": members,
+        "offsets": offsets,
+        "status": status.name,
+        "total_lag": sum(o["lag"] or 0 for o in offsets),
+        "error": view.error,
+    }
+
+
+def lag_series(group: str, lag: LagHistory) -> dict[str, list[int]]:
+    """The chart's data: seconds since the epoch and the summed lag at each."""
+    series = lag.total(group)
+    return {"t": [at // 1000 for at, _ in series], "lag": [value for _, value in series]}
