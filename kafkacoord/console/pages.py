@@ -169,12 +169,12 @@ def topic_page(tracker: MetadataTracker, name: str) -> dict[str, Any] | None:
         cells = []
         for v in parts:
             move = v.reassignment
-            if move is not None and node in move.adding_replicas:
+            if v.leader == node:
+                role = "leader"
+            elif move is not None and node in move.adding_replicas:
                 role = "adding"
             elif move is not None and node in move.removing_replicas:
                 role = "removing"
-            elif v.leader == node:
-                role = "leader"
             elif node in v.isr:
                 role = "follower"
             elif node in v.replicas:
@@ -317,7 +317,7 @@ def group_page(view: GroupView, lag: LagHistory) -> dict[str, Any]:
     }
 
 
-def lag_series(group: str, lag: LagHistory) -> dict[str, list[int]]:
-    """The chart's data: seconds since the epoch and the summed lag at each."""
+def lag_series(group: str, lag: LagHistory) -> dict[str, list[float] | list[int]]:
+    """The chart's data: seconds since the epoch (uPlot's time scale) and the summed lag."""
     series = lag.total(group)
-    return {"t": [at // 1000 for at, _ in series], "lag": [value for _, value in series]}
+    return {"t": [at / 1000 for at, _ in series], "lag": [value for _, value in series]}

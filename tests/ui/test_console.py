@@ -1,0 +1,275 @@
+"""The web console in a real browser, over a daemon on the embedded broker.
+
+The scene: two registered nodes besides the daemon, a placed topic with a
+reassignment that cannot finish (its target never reports in sync), a Kafka topic
+with a consumer group that commits and then stops, and a group whose id is markup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkacoord.client.admin import ControllerAdmin
+from kafkacoord.client.group_admin import GroupAdmin
+from kafkacoord.client.group_member import GroupMember
+from kafkacoord.coordinator.protocol import controller_api as api
+from kafkacoord.storage.topics import InternalTopics
+from tests.integration.cluster import DaemonProcess, wait_until
+
+pytestmark = pytest.mark.ui
+
+XSS = "<script>alert(1)</script>"
+GROUP = "events-readers"
+EVENTS = "events"
+PARTITIONS = 3
+
+
+@dataclass
+class Scene:
+    url: str
+    bootstrap: str
+    admin: ControllerAdmin
+    groups: GroupAdmin
+    producer: Producer
+
+    def produce(self, per_partition: int) -> None:
+        for partition in range(PARTITIONS):
+            for i in range(per_partition):
+                self.producer.produce(EVENTS, b"v", f"k{i}".encode(), partition=partition)
+        self.producer.flush(30)
+
+
+def _heartbeats(admin: ControllerAdmin, epochs: dict[int, int], stop: threading.Event) -> None:
+    while not stop.wait(1.0):
+        for node, epoch in epochs.items():
+            # A failed beat is retried a second later; the session is long.
+            with contextlib.suppress(Exception):
+                admin.call(api.NodeHeartbeat(node_id=node, node_epoch=epoch),
+                           api.NodeHeartbeatResponse)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def scene(console_daemon: DaemonProcess) -> Iterator[Scene]:
+    ready = console_daemon.wait_for("daemon ready")
+    url = console_daemon.wait_for("console ready")["url"].rstrip("/")
+    bootstrap = ready["bootstrap"]
+    topics = InternalTopics("__kc_")
+    admin = ControllerAdmin(bootstrap, topics, timeout_s=30)
+    groups = GroupAdmin(bootstrap, offsets_partitions=4, timeout_s=30)
+    epochs = {}
+    for node in (1, 2):
+        body = api.RegisterNode(node_id=node, incarnation=f"ui-{node}", rack=f"r{node}")
+        registered = admin.call(body, api.RegisterNodeResponse)
+        epochs[node] = registered.node_epoch
+        admin.call(api.NodeHeartbeat(node_id=node, node_epoch=registered.node_epoch),
+                   api.NodeHeartbeatResponse)  # fmt: skip
+    stop = threading.Event()
+    beats = threading.Thread(target=_heartbeats, args=(admin, epochs, stop), daemon=True)
+    beats.start()
+    admin.create_topic("orders", replica_assignment={0: [1], 1: [1], 2: [2]})
+    # Node 2 never reports itself in sync: the move stays running until stopped.
+    admin.alter_reassignments({("orders", 0): [2]})
+    kafka = AdminClient({"bootstrap.servers": bootstrap})
+    kafka.create_topics([NewTopic(EVENTS, PARTITIONS, 1)])[EVENTS].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    try:
+        yield Scene(url, bootstrap, admin, groups, producer)
+    finally:
+        stop.set()
+        beats.join(5)
+        groups.close()
+        admin.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    dialogs: list[str] = []
+    opened.dialogs = dialogs
+
+    def on_dialog(dialog: Any) -> None:
+        dialogs.append(f"{dialog.type}: {dialog.message}")
+        dialog.accept()  # confirm() of a write; an alert() would be the XSS firing
+
+    opened.on("dialog", on_dialog)
+    try:
+        yield opened
+    finally:
+        context.close()
+
+
+def _shot(page: Any, artifacts: Path, name: str) -> None:
+    page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
+
+
+def _eventually(check: Callable[[], bool], what: str, timeout_s: float = 30) -> None:
+    wait_until(lambda: check() or None, timeout_s=timeout_s, what=what)
+
+
+def test_overview_nodes_and_topic_pages_show_the_cluster(
+    scene: Scene, page: Any, artifacts: Path
+) -> None:
+    page.goto(scene.url + "/")
+    assert page.locator("#controller .big").inner_text() == "node 0"
+    assert page.locator("#nodes .big").inner_text() == "3 live"
+    assert page.locator("#shards tbody tr").count() == 4
+    _shot(page, artifacts, "overview")
+
+    page.goto(scene.url + "/nodes")
+    rows = page.locator("#node-table tbody tr")
+    assert rows.count() == 3
+    assert "r2" in rows.nth(2).inner_text()
+    _shot(page, artifacts, "nodes")
+
+    page.goto(scene.url + "/topics")
+    assert page.locator("#topic-table").get_by_text("orders").count() == 1
+    page.get_by_role("link", name="orders").click()
+    page.wait_for_url("**/topics/orders")
+    table = page.locator("#partition-table tbody tr")
+    assert table.count() == 3
+    # Partition 0 is moving from node 1 to node 2: node 2 is being added.
+    assert table.nth(0).locator("td").nth(6).inner_text() == "2"
+    heat = page.locator("#heat tbody tr")
+    assert heat.count() == 3
+    assert page.locator("#heat td.leader").count() == 3
+    assert page.locator("#heat td.adding").count() == 1
+    _shot(page, artifacts, "topic")
+
+
+def test_stopping_a_reassignment_from_its_page(scene: Scene, page: Any, artifacts: Path) -> None:
+    page.goto(scene.url + "/reassignments")
+    running = page.locator("#running tbody tr")
+    _eventually(lambda: "orders-0" in running.first.inner_text(), "the running reassignment")
+    assert page.locator("#running progress").count() == 1
+    _shot(page, artifacts, "reassignments")
+
+    # Without the page's CSRF token the write is refused and nothing changes.
+    refused = page.request.post(
+        scene.url + "/reassignments/cancel", form={"topic": "orders", "partition": "0"}
+    )
+    assert refused.status == 403
+    assert "CSRF" in refused.text()
+    assert scene.admin.metadata().partition("orders", 0).reassignment is not None
+
+    page.locator("#running button.stop").click()
+    page.wait_for_selector("#notice")
+    assert "reassignment stopped" in page.locator("#notice").inner_text()
+    assert any("Stop the reassignment of orders-0" in d for d in page.dialogs)
+    _eventually(lambda: scene.admin.metadata().partition("orders", 0).reassignment is None,
+                "the reassignment to stop")  # fmt: skip
+    page.goto(scene.url + "/reassignments")
+    assert "none running" in page.locator("#running").inner_text()
+    assert "stopped" in page.locator("#finished tbody tr").first.inner_text()
+
+
+def test_the_lag_chart_rises_when_the_consumer_stops(
+    scene: Scene, page: Any, artifacts: Path
+) -> None:
+    member = GroupMember(scene.bootstrap, GROUP, [EVENTS], offsets_partitions=4,
+                         client_id="ui-reader").start()  # fmt: skip
+    assert member.wait_assigned(60)
+    # The consumer keeps up: it commits the log end after each batch.
+    for _ in range(3):
+        scene.produce(20)
+        member.commit({(EVENTS, p): _end(scene, p) for p in range(PARTITIONS)})
+        time.sleep(0.4)
+    page.goto(scene.url + f"/groups/{GROUP}")
+    assert page.locator("#group-state").inner_text() == "Stable"
+    assert page.locator("#members tbody tr").count() == 1
+    assert "ui-reader" in page.locator("#members").inner_text()
+
+    # The consumer stops; the producer does not.
+    member.close()
+    chart = page.locator("#lag-chart")
+    seen: list[int] = []
+    deadline = time.monotonic() + 60
+    def rising() -> bool:
+        return len(seen) >= 3 and seen[-1] > seen[-2] > seen[-3]
+
+    while time.monotonic() < deadline and not rising():
+        scene.produce(10)
+        time.sleep(0.5)
+        last = chart.get_attribute("data-last-lag")
+        if last and (not seen or int(last) != seen[-1]):
+            seen.append(int(last))
+    assert rising(), f"lag the chart showed: {seen}"
+    assert page.locator("#lag-chart canvas").count() >= 1
+    page.reload()
+    _eventually(lambda: page.locator("#group-state").inner_text() == "Empty", "an Empty group")
+    assert int(page.locator("#total-lag").inner_text()) > 0
+    page.wait_for_timeout(1200)  # two chart polls: the picture shows the rise
+    _shot(page, artifacts, "group")
+    page.goto(scene.url + "/groups")
+    assert GROUP in page.locator("#group-table").inner_text()
+    _shot(page, artifacts, "groups")
+
+
+def _end(scene: Scene, partition: int) -> int:
+    from kafkacoord.storage.watermarks import log_end_offsets
+
+    return log_end_offsets(scene.bootstrap, [(EVENTS, partition)])[(EVENTS, partition)]
+
+
+def test_a_reset_offsets_dry_run_changes_nothing_until_applied(scene: Scene, page: Any) -> None:
+    _eventually(lambda: bool(scene.groups.committed(GROUP)), "the group's commits")
+    before = {tp: p.offset for tp, p in scene.groups.committed(GROUP).items()}
+    assert all(offset > 0 for offset in before.values())
+    page.goto(scene.url + f"/groups/{GROUP}")
+    page.select_option("#reset-form select[name=mode]", "earliest")
+    page.locator("#dry-run").click()
+    page.wait_for_selector("#reset-plan")
+    assert "Dry run" in page.locator("#reset-plan h3").inner_text()
+    plan = page.locator("#reset-plan tbody tr")
+    assert plan.count() == PARTITIONS
+    assert all(plan.nth(i).locator("td").nth(2).inner_text() == "0" for i in range(PARTITIONS))
+    after_dry_run = {tp: p.offset for tp, p in scene.groups.committed(GROUP).items()}
+    assert after_dry_run == before
+
+    page.locator("#apply-reset").click()
+    page.wait_for_selector("#reset-plan h3:has-text('Applied')")
+    assert any("Reset the committed offsets" in d for d in page.dialogs)
+    after = {tp: p.offset for tp, p in scene.groups.committed(GROUP).items()}
+    assert after == dict.fromkeys(before, 0)
+
+
+def test_markup_in_names_is_shown_as_text(scene: Scene, page: Any, artifacts: Path) -> None:
+    # Kafka's topic-name rule refuses it before any page could show it...
+    with pytest.raises(ValueError, match="should match pattern"):
+        scene.admin.create_topic(XSS, 1, 1)
+    # ...but group ids and client ids are free-form.
+    scene.produce(1)
+    errors = scene.groups.reset_offsets(XSS, {(EVENTS, 0): 1})
+    assert all(code.name == "NONE" for code in errors.values())
+    for path in ("/groups", f"/groups/{urllib.parse.quote(XSS, safe='')}",
+                 f"/topics/{urllib.parse.quote(XSS, safe='')}"):  # fmt: skip
+        page.goto(scene.url + path)
+        assert XSS in page.locator("body").inner_text()
+        # Only the console's three scripts exist; the name became text.
+        assert page.locator("script").count() == 3
+    page.goto(scene.url + "/groups")
+    page.wait_for_timeout(500)
+    assert not [d for d in page.dialogs if d.startswith("alert")]
+    _shot(page, artifacts, "xss")
+
+
+def test_history_lists_leadership_changes(scene: Scene, page: Any, artifacts: Path) -> None:
+    scene.admin.elect_leaders("preferred")
+    page.goto(scene.url + "/history")
+    rows = page.locator("#history-table tbody tr")
+    # Every partition's first leader is a change: orders' three and the shards' four.
+    _eventually(lambda: rows.count() >= 7, "leadership history")
+    text = page.locator("#history-table").inner_text()
+    assert "orders-2" in text and "initial" in text
+    _shot(page, artifacts, "history")
