@@ -20,10 +20,6 @@ import threading
 from dataclasses import dataclass
 from typing import Final
 
-import structlog
-
-log = structlog.get_logger(__name__)
-
 __all__ = ["APACHE_KAFKA", "QUIRK_SAFE", "BrokerProfile", "broker_profile", "parse_api_versions"]
 
 _API_VERSIONS: Final = 18
@@ -60,7 +56,6 @@ def broker_profile(bootstrap: str) -> BrokerProfile:
     profile = _probe(bootstrap)
     with _lock:
         _known[bootstrap] = profile
-    log.debug("broker profile", bootstrap=bootstrap, profile=profile.name)
     return profile
 
 
@@ -98,8 +93,8 @@ def _probe(bootstrap: str) -> BrokerProfile:
             if not 10 <= size <= 1 << 20:
                 raise ValueError(f"ApiVersions response size {size}")
             return profile_of(parse_api_versions(_read(sock, size)))
-    except (OSError, ValueError, struct.error) as exc:
-        log.debug("broker profile probe failed; quirk-safe", bootstrap=bootstrap, error=str(exc))
+    except (OSError, ValueError, struct.error):
+        # No log line: the CLI's --json output shares stdout with unconfigured logging.
         return QUIRK_SAFE
 
 
