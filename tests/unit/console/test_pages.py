@@ -1,0 +1,79 @@
+"""The console's pages as data: fed the controller's own records, with no I/O."""
+
+from __future__ import annotations
+
+from kafkacoord.console import pages
+from kafkacoord.console.live import MetadataTracker
+from kafkacoord.coordinator.protocol import controller_api as api
+from tests.unit.controller.support import Cluster
+
+
+def tracked(cluster: Cluster) -> MetadataTracker:
+    tracker = MetadataTracker()
+    for record in cluster.log:
+        tracker.replay(record)
+    return tracker
+
+
+def scene() -> Cluster:
+    c = Cluster()
+    c.add_nodes([1, 2, 3])
+    c.create("orders", assignment={0: [1, 2], 1: [2, 3], 2: [3, 1]})
+    return c
+
+
+def test_overview_counts_and_alerts() -> None:
+    c = scene()
+    c.ok(api.FenceNode(node_id=3))
+    page = pages.overview_page(tracked(c), "__kc_offsets", {"g1": "Stable", "g2": "Empty"})
+    assert page["controller"]["node_id"] == 1000
+    assert (page["nodes_up"], page["nodes_fenced"], page["nodes_total"]) == (2, 1, 3)
+    assert page["partitions"] == 3
+    assert set(page["under_replicated"]) == {"orders-1", "orders-2"}
+    assert "node 3 is fenced" in page["alerts"]
+    # Node 3 was the preferred leader of partition 2: half its preferred partitions moved.
+    assert any(a.startswith("node 3:") for a in page["alerts"])
+    assert page["groups"] == 2 and page["groups_by_state"] == {"Empty": 1, "Stable": 1}
+
+
+def test_topic_heat_map_marks_each_replica_role() -> None:
+    c = scene()
+    c.ok(api.AlterReassignments(reassignments=[
+        api.ReassignmentTarget(topic="orders", partition=0, replicas=[3, 2]),
+    ]))  # fmt: skip
+    page = pages.topic_page(tracked(c), "orders")
+    assert page is not None
+    roles = {row["node"]: row["cells"] for row in page["heat"]}
+    assert roles[1][0] == "leader"  # still leads while the move runs
+    assert roles[3][0] == "adding"
+    assert roles[2][1] == "leader" and roles[3][1] == "follower"
+    assert page["partitions"][0]["adding"] == [3]
+    assert pages.topic_page(tracked(c), "missing") is None
+
+
+def test_reassignments_show_progress_then_the_finished_move() -> None:
+    c = scene()
+    c.ok(api.AlterReassignments(reassignments=[
+        api.ReassignmentTarget(topic="orders", partition=0, replicas=[3, 2]),
+    ]))  # fmt: skip
+    running = pages.reassignments_page(tracked(c))["running"]
+    assert len(running) == 1
+    assert running[0]["target"] == [3, 2] and running[0]["caught_up"] == 1
+    assert running[0]["progress"] == 0.5
+    c.caught_up(3, "orders", 0)
+    page = pages.reassignments_page(tracked(c))
+    assert page["running"] == []
+    [done] = page["finished"]
+    assert done["completed"] and done["replicas"] == [3, 2]
+
+
+def test_history_lists_each_leader_change_newest_first() -> None:
+    c = scene()
+    c.ok(api.FenceNode(node_id=1))
+    rows = pages.history_page(tracked(c))
+    assert rows[0]["election"] == "offline" and rows[0]["previous"] == 1
+    assert {(r["topic"], r["partition"]) for r in rows if r["election"] == "initial"} == {
+        ("orders", 0),
+        ("orders", 1),
+        ("orders", 2),
+    }
