@@ -195,6 +195,7 @@ def test_the_lag_chart_rises_when_the_consumer_stops(
     chart = page.locator("#lag-chart")
     seen: list[int] = []
     deadline = time.monotonic() + 60
+
     def rising() -> bool:
         return len(seen) >= 3 and seen[-1] > seen[-2] > seen[-3]
 
