@@ -17,7 +17,7 @@ from kafkacoord.client import GroupAdmin
 from kafkacoord.client.errors import RequestError
 from kafkacoord.client.group_member import broker_partition_counts
 from kafkacoord.client.offset_reset import ResetMode, clamp, reset_plan
-from kafkacoord.coordinator.groups.consumer_protocol import ConsumerProtocolError, decode_assignment
+from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.storage.clients import base_config
 from kafkacoord.storage.watermarks import EndOffsetProbe, log_end_offsets
@@ -43,15 +43,6 @@ def group_session(config: Path | None, bootstrap: str | None) -> Iterator[tuple[
             yield admin, servers
     except RequestError as exc:
         fail(str(exc))
-
-
-def _assigned(data: bytes) -> list[TP]:
-    if not data:
-        return []
-    try:
-        return sorted(decode_assignment(data).partitions)
-    except ConsumerProtocolError:
-        return []
 
 
 @groups_app.command("list")
@@ -112,7 +103,7 @@ def groups_describe(
             header.append("ASSIGNMENT")
         rows = [tuple(header)]
         for m in described.members:
-            parts = _assigned(m.assignment)
+            parts = assigned_partitions(m.assignment)
             row = [
                 group,
                 m.member_id,
@@ -128,7 +119,7 @@ def groups_describe(
         return
     owners: dict[TP, tuple[str, str, str]] = {}
     for m in described.members:
-        for tp in _assigned(m.assignment):
+        for tp in assigned_partitions(m.assignment):
             owners[tp] = (m.member_id, m.client_host, m.client_id)
     partitions = sorted(set(committed) | set(owners))
     ends = log_end_offsets(servers, partitions) if partitions else {}

@@ -18,10 +18,7 @@ from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.client.errors import RequestError
 from kafkacoord.client.group_admin import GroupAdmin
 from kafkacoord.client.offset_reset import ResetMode, reset_plan
-from kafkacoord.coordinator.groups.consumer_protocol import (
-    ConsumerProtocolError,
-    decode_assignment,
-)
+from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.storage.errors import StorageError
@@ -37,16 +34,6 @@ log = structlog.get_logger(__name__)
 __all__ = ["ClusterAccess", "GroupView", "ResetResult"]
 
 TP = tuple[str, int]
-
-
-def assigned(data: bytes) -> list[TP]:
-    """A consumer member's partitions (none for other protocols or a bad payload)."""
-    if not data:
-        return []
-    try:
-        return sorted(decode_assignment(data).partitions)
-    except ConsumerProtocolError:
-        return []
 
 
 @dataclass(slots=True)
@@ -121,7 +108,7 @@ class ClusterAccess:
         if described.error is not ErrorCode.NONE or described.state == "Dead":
             return None
         committed = self.committed(group_id)
-        owned = {tp for m in described.members for tp in assigned(m.assignment)}
+        owned = {tp for m in described.members for tp in assigned_partitions(m.assignment)}
         try:
             ends = self.ends(sorted(set(committed) | owned))
         except StorageError as exc:

@@ -11,9 +11,10 @@ from typing import Any
 
 from kafkacoord.codecs.models import PartitionValue
 from kafkacoord.coordinator.controller.image import MetadataImage
-from kafkacoord.server.ops.summary import node_state
+from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
+from kafkacoord.server.ops.summary import controller_summary, node_state
 
-from .cluster import GroupView, assigned
+from .cluster import GroupView
 from .lag import LagHistory, Status
 from .live import MetadataTracker
 
@@ -85,13 +86,7 @@ def overview_page(
     for state in (groups or {}).values():
         by_state[state] = by_state.get(state, 0) + 1
     return {
-        "controller": None
-        if controller is None
-        else {
-            "node_id": controller.node_id,
-            "epoch": controller.epoch,
-            "activated_ms": controller.activated_ms,
-        },
+        "controller": controller_summary(controller),
         "nodes_up": sum(1 for s in states.values() if s == "live"),
         "nodes_fenced": sum(1 for s in states.values() if s == "fenced"),
         "nodes_total": len(states),
@@ -272,7 +267,7 @@ def group_page(view: GroupView, lag: LagHistory) -> dict[str, Any]:
     owners: dict[TP, tuple[str, str, str]] = {}
     members = []
     for m in described.members:
-        parts = assigned(m.assignment)
+        parts = assigned_partitions(m.assignment)
         for tp in parts:
             owners[tp] = (m.member_id, m.client_id, m.client_host)
         members.append(

@@ -248,3 +248,13 @@ def decode_assignment(data: bytes) -> Assignment:
     partitions = r.topic_partitions()
     user_data = r.nullable_bytes()
     return Assignment(partitions, user_data)
+
+
+def assigned_partitions(data: bytes) -> list[tuple[str, int]]:
+    """A member's partitions, sorted, for display: none for another protocol's payload."""
+    if not data:
+        return []
+    try:
+        return sorted(decode_assignment(data).partitions)
+    except ConsumerProtocolError:
+        return []

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafkacoord.codecs.models import NodeValue, PartitionValue
+from kafkacoord.codecs.models import ControllerValue, NodeValue, PartitionValue
 from kafkacoord.coordinator.controller.image import MetadataImage
 
 TP = tuple[str, int]
@@ -22,6 +22,16 @@ def node_state(node: NodeValue) -> str:
     if node.fenced:
         return "fenced"
     return "shutting_down" if node.shutting_down else "live"
+
+
+def controller_summary(controller: ControllerValue | None) -> dict[str, int] | None:
+    if controller is None:
+        return None
+    return {
+        "node_id": controller.node_id,
+        "epoch": controller.epoch,
+        "activated_ms": controller.activated_ms,
+    }
 
 
 def group_lag(committed: Mapping[TP, int], ends: Mapping[TP, int]) -> int | None:
@@ -74,13 +84,7 @@ def cluster_summary(
     listed = dict(groups or {})
     known = [lag for lag in lags.values() if lag is not None]
     return {
-        "controller": None
-        if controller is None
-        else {
-            "node_id": controller.node_id,
-            "epoch": controller.epoch,
-            "activated_ms": controller.activated_ms,
-        },
+        "controller": controller_summary(controller),
         "nodes": nodes,
         "offsets_shards": shards,
         "partitions": {
@@ -101,4 +105,4 @@ def cluster_summary(
     }
 
 
-__all__ = ["FIRST", "cluster_summary", "group_lag", "node_state"]
+__all__ = ["FIRST", "cluster_summary", "controller_summary", "group_lag", "node_state"]
