@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -97,8 +98,11 @@ class Console:
         writes: bool,
         read_only_reason: str = "the console is read-only: set console_writes = true",
         refresh_s: float = 5.0,
+        warehouse: Path | None = None,
     ) -> None:
         self.access = access
+        # A views warehouse: /history reads its leadership_history view.
+        self.warehouse = warehouse
         self.writes = writes
         self.read_only_reason = read_only_reason
         self.refresh_s = refresh_s
@@ -223,6 +227,15 @@ class Console:
         return 200, self._render("reassignments.html", request, page=page, **extra)
 
     def _history(self, request: _Request, _: str) -> tuple[int, str]:
+        if self.warehouse is not None:
+            try:
+                rows = pages.warehouse_history(self.warehouse)
+                source = f"the leadership_history view of {self.warehouse}"
+                return 200, self._render("history.html", request, rows=rows, source=source)
+            except Exception as exc:  # no pyarrow, no warehouse yet, an unreadable manifest
+                notice = f"views warehouse unreadable ({exc}); replayed from the metadata log"
+                rows = self.access.metadata.read(pages.history_page)
+                return 200, self._render("history.html", request, rows=rows, error=notice)
         rows = self.access.metadata.read(pages.history_page)
         return 200, self._render("history.html", request, rows=rows)
 

@@ -7,6 +7,7 @@ escape). Kept apart so the unit tests check the facts without a browser.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from kafkacoord.codecs.models import PartitionValue
@@ -27,6 +28,7 @@ __all__ = [
     "reassignments_page",
     "topic_page",
     "topics_page",
+    "warehouse_history",
 ]
 
 TP = tuple[str, int]
@@ -241,6 +243,28 @@ def history_page(tracker: MetadataTracker) -> list[dict[str, Any]]:
             "election": c.election,
         }
         for c in list(reversed(tracker.leader_changes))[:HISTORY_ROWS]
+    ]
+
+
+def warehouse_history(warehouse: Path) -> list[dict[str, Any]]:
+    """Leadership changes from a views warehouse's ``leadership_history`` view, newest first:
+    it outlives compaction and deleted topics. Needs the ``spark`` extra (pyarrow)."""
+    from kafkacoord.spark.views import read_view  # only with the spark extra
+
+    rows = [r for r in read_view(warehouse, "leadership_history").to_pylist()
+            if r["leader_changed"]]  # fmt: skip
+    rows.sort(key=lambda r: (r["time"], r["topic"], r["partition"]), reverse=True)
+    return [
+        {
+            "at_ms": int(r["time"].timestamp() * 1000),
+            "topic": r["topic"],
+            "partition": r["partition"],
+            "previous": -1 if r["old_leader"] is None else r["old_leader"],
+            "leader": -1 if r["new_leader"] is None else r["new_leader"],
+            "leader_epoch": r["leader_epoch"],
+            "election": r["election"] or "unknown",
+        }
+        for r in rows[:HISTORY_ROWS]
     ]
 
 

@@ -184,7 +184,8 @@ class Daemon:
             client_id=f"kafkacoord-{s.node_id}-console",
             lag=LagHistory(s.console_lag_samples), lag_interval_s=s.console_lag_interval_ms / 1000,
         ).start()  # fmt: skip
-        self.ops.mount_console(Console(self._console, writes=writes))
+        self.ops.mount_console(Console(self._console, writes=writes,
+                                       warehouse=s.console_warehouse))  # fmt: skip
         log.info("console ready", url=f"{server.url}/", writes=writes)
 
     def _start_listener(self) -> None:

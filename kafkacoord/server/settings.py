@@ -155,6 +155,11 @@ class Settings(BaseSettings):
     console_lag_samples: int = Field(
         720, ge=2, le=100_000, description="Lag samples kept per group partition (a ring)."
     )
+    console_warehouse: Path | None = Field(
+        None,
+        description="A views warehouse (kafkacoord views run): the console's /history reads "
+        "its leadership_history view, which outlives compaction.",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["console", "json"] = "console"
 
