@@ -176,8 +176,8 @@ class Daemon:
         server = self.ops.server
         if not s.console or server is None:
             return
-        # With mutual TLS and admin principals the controller judges every write by
-        # this daemon's identity, as it judges the CLI's; otherwise writes are opt-in.
+        # With mutual TLS and admin principals the listeners judge every admin write by
+        # this daemon's certificate, as they judge the CLI's; otherwise writes are opt-in.
         writes = s.console_writes or (s.tls_client_ca is not None and bool(s.admin_principals))
         self._console = ClusterAccess(
             bootstrap, s.topics, offsets_partitions=s.offsets_partitions, tls=s.client_tls(),

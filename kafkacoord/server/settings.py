@@ -147,7 +147,7 @@ class Settings(BaseSettings):
         False,
         description="Let the console stop reassignments, reset offsets and elect leaders. "
         "With mutual TLS and admin_principals the console may write regardless, and the "
-        "controller checks this daemon's identity as it does the CLI's.",
+        "listeners check this daemon's certificate against admin_principals as the CLI's.",
     )
     console_lag_interval_ms: int = Field(
         5000, ge=100, description="How often the console samples every group's lag."
