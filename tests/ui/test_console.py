@@ -266,7 +266,13 @@ def test_markup_in_names_is_shown_as_text(scene: Scene, page: Any, artifacts: Pa
 
 
 def test_history_lists_leadership_changes(scene: Scene, page: Any, artifacts: Path) -> None:
-    scene.admin.elect_leaders("preferred")
+    # The topic page's election button: confirmed, then the CLI's ElectLeaders call.
+    page.goto(scene.url + "/topics/orders")
+    page.get_by_role("button", name="Elect preferred leaders").click()
+    page.wait_for_selector("#notice")
+    assert page.locator("#notice").inner_text().startswith("preferred leaders elected")
+    assert any("Elect the preferred leader of every partition of orders" in d
+               for d in page.dialogs)  # fmt: skip
     page.goto(scene.url + "/history")
     rows = page.locator("#history-table tbody tr")
     # Every partition's first leader is a change: orders' three and the shards' four.
