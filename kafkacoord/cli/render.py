@@ -25,7 +25,8 @@ def describe_partition(value: PartitionValue) -> str:
     leader = "none" if value.leader < 0 else str(value.leader)
     line = (
         f"\tTopic: {value.topic}\tPartition: {value.partition}\tLeader: {leader}\t"
-        f"Replicas: {_ids(value.replicas)}\tIsr: {_ids(value.isr)}"
+        f"Replicas: {_ids(value.replicas)}\tIsr: {_ids(value.isr)}\t"
+        f"Elr: {_ids(value.elr)}\tLastKnownElr: {_ids(value.last_known_elr)}"
     )
     moving = value.reassignment
     if moving is not None:

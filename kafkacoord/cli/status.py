@@ -141,8 +141,13 @@ def _partitions(parts: dict[str, Any]) -> list[str]:
     for label, problem in (("under-replicated", under), ("offline", offline)):
         for p in problem["first"]:
             leader = p["leader"] if p["leader"] >= 0 else "none"
-            lines.append(f"  {label}: {p['topic']}-{p['partition']}  leader {leader}  "
-                         f"replicas {_ids(p['replicas'])}  isr {_ids(p['isr'])}")  # fmt: skip
+            line = (f"  {label}: {p['topic']}-{p['partition']}  leader {leader}  "
+                    f"replicas {_ids(p['replicas'])}  isr {_ids(p['isr'])}")  # fmt: skip
+            if p.get("elr"):
+                line += f"  elr {_ids(p['elr'])}"
+            if p.get("last_known_elr"):
+                line += f"  last-known-elr {_ids(p['last_known_elr'])}"
+            lines.append(line)
         _more(lines, len(problem["first"]), problem["count"], f"{label} partitions")
     return lines
 

@@ -105,6 +105,14 @@ class Settings(BaseSettings):
     unclean_leader_election_enable: bool = Field(
         False, description="unclean.leader.election.enable (topics may override)."
     )
+    min_insync_replicas: int = Field(
+        1, ge=1, description="min.insync.replicas for topics that do not set it."
+    )
+    eligible_leader_replicas_enable: bool = Field(
+        True,
+        description="KIP-966 eligible leader replicas (Kafka's eligible.leader.replicas.version): "
+        "replicas leaving an ISR below min ISR stay eligible to lead cleanly.",
+    )
     max_concurrent_reassignments: int = Field(
         100, ge=1, description="Partitions moving at once; more are queued."
     )
@@ -234,6 +242,8 @@ class Settings(BaseSettings):
             leader_imbalance_per_broker_percentage=self.leader_imbalance_per_broker_percentage,
             max_concurrent_reassignments=self.max_concurrent_reassignments,
             unclean_leader_election_enable=self.unclean_leader_election_enable,
+            default_min_insync_replicas=self.min_insync_replicas,
+            eligible_leader_replicas_enable=self.eligible_leader_replicas_enable,
             default_num_partitions=self.num_partitions,
             default_replication_factor=self.default_replication_factor,
             # The group-coordinator shards: one logical partition per __kc_offsets partition.

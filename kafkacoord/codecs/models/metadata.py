@@ -129,6 +129,10 @@ class PartitionValue(AvroModel):
     controller_epoch: int
     reassignment: Reassignment | None = None
     election: str = ""
+    # KIP-966: replicas that left the ISR below min.insync.replicas (they hold every
+    # committed record), and the last leader once ISR and ELR are both empty.
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     def to_avro(self) -> dict[str, Any]:
         data = super(PartitionValue, self).to_avro()
@@ -151,4 +155,6 @@ class PartitionValue(AvroModel):
             controller_epoch=data["controller_epoch"],
             reassignment=None if reassignment is None else Reassignment.from_avro(reassignment),
             election=data["election"],
+            elr=tuple(data.get("elr", ())),
+            last_known_elr=tuple(data.get("last_known_elr", ())),
         )

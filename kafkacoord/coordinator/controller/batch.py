@@ -36,6 +36,7 @@ class Batch:
         "_nodes",
         "_partitions",
         "_topics",
+        "elr_min_isr",
         "epoch",
         "image",
         "now_ms",
@@ -43,10 +44,14 @@ class Batch:
         "records",
     )
 
-    def __init__(self, image: MetadataImage, epoch: int, now_ms: int) -> None:
+    def __init__(
+        self, image: MetadataImage, epoch: int, now_ms: int, *, elr_min_isr: int | None = None
+    ) -> None:
         self.image = image
         self.epoch = epoch
         self.now_ms = now_ms
+        # Eligible leader replicas on: the default min.insync.replicas; None: off.
+        self.elr_min_isr = elr_min_isr
         self.records: list[Record] = []
         self._nodes: dict[int, NodeValue] = {}
         self._topics: dict[str, TopicValue | None] = {}

@@ -2,8 +2,8 @@
 
 Epoch rules (docs/architecture.md#epochs-and-isr): the leader epoch grows on every leader
 change (and when a reassignment starts, Kafka's reassignment step A1); the partition epoch
-grows on every change of leader, ISR, replicas or state. A change that changes nothing
-yields no record.
+grows on every change of leader, ISR, replicas, state or ELR. A change that changes
+nothing yields no record. With ELR on, every change keeps the ELR (:mod:`.elr`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Final
 from kafkacoord.codecs.models import PartitionState, PartitionValue, Reassignment
 
 from .batch import Batch
+from .elr import next_elr
 
 __all__ = [
     "KEEP",
@@ -34,6 +35,8 @@ class Election:
     REASSIGNED: Final = "reassigned"
     PREFERRED: Final = "preferred"
     CONTROLLED_SHUTDOWN: Final = "controlled_shutdown"
+    ELR: Final = "elr"
+    LAST_KNOWN: Final = "last_known_leader"
 
 
 class _Keep:
@@ -74,12 +77,18 @@ def next_value(
             state = PartitionState.OFFLINE
     new_reassignment = old.reassignment if isinstance(reassignment, _Keep) else reassignment
     leader_changed = new_leader != old.leader
+    elr, last_known = old.elr, old.last_known_elr
+    if batch.elr_min_isr is not None:
+        min_isr = batch.image.min_insync_replicas(old.topic, batch.elr_min_isr)
+        elr, last_known = next_elr(old, new_replicas, new_isr, min_isr)
     changed = (
         leader_changed
         or bump_leader_epoch
         or new_isr != old.isr
         or new_replicas != old.replicas
         or state is not old.state
+        or elr != old.elr
+        or last_known != old.last_known_elr
     )
     if not changed and new_reassignment == old.reassignment:
         return None
@@ -96,6 +105,8 @@ def next_value(
         batch.epoch,
         new_reassignment,
         (election or old.election) if leader_changed else old.election,
+        elr,
+        last_known,
     )
 
 

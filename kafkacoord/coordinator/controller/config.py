@@ -75,8 +75,12 @@ class ControllerConfig:
     # num.partitions / default.replication.factor for CreateTopic with -1.
     default_num_partitions: int = 1
     default_replication_factor: int = 1
-    # min.insync.replicas for topics that do not set it (only reported, never enforced).
+    # min.insync.replicas for topics that do not set it: the size below which replicas
+    # leaving the ISR become eligible leader replicas.
     default_min_insync_replicas: int = 1
+    # Kafka's eligible.leader.replicas.version feature (KIP-966), on for new clusters as in
+    # Kafka 4.1: the ISR may shrink to empty and its leavers stay eligible to lead.
+    eligible_leader_replicas_enable: bool = True
     # A deleted topic's records are tombstoned this long after it was queued for deletion.
     topic_deletion_delay_ms: int = 0
     internal_topics: tuple[InternalTopicSpec, ...] = ()

@@ -7,6 +7,7 @@ Kafka's ``kafka.controller.PartitionLeaderElectionAlgorithms`` plus the ISR hand
 strategy               leader                                               new ISR
 =====================  ===================================================  ==================
 offline (clean)        first replica of AR that is live and in the ISR      live ISR members
+offline (ELR)          else a live ELR member, then the last known leader   ``[leader]``
 offline (unclean)      if none, and unclean election is on: first live AR   ``[leader]``
 reassigned             first replica of the target set that is live + ISR   unchanged
 preferred              AR[0], if it is live and in the ISR                  unchanged
@@ -43,13 +44,16 @@ __all__ = [
 class ElectionResult:
     """A successful election: the new leader and the ISR to record with it.
 
-    ``unclean`` is true when the leader was taken from outside the ISR (an unclean
-    election); the ISR is then just ``(leader,)`` and data may have been lost.
+    ``unclean`` is true when the leader was taken from outside the ISR and the ELR (an
+    unclean election); the ISR is then just ``(leader,)`` and data may have been lost.
+    ``via`` says where the leader came from: ``isr``, ``elr`` (KIP-966), ``last_known``
+    (the last known leader) or ``unclean``.
     """
 
     leader: int
     isr: tuple[int, ...]
     unclean: bool = False
+    via: str = "isr"
 
 
 def _ordered(isr: Collection[int]) -> list[int]:
@@ -81,20 +85,35 @@ def offline_leader(
 
 
 def offline_election(
-    assignment: Sequence[int], isr: Collection[int], live: Collection[int], *, unclean: bool
+    assignment: Sequence[int],
+    isr: Collection[int],
+    live: Collection[int],
+    *,
+    unclean: bool,
+    elr: Collection[int] = (),
+    last_known: Sequence[int] = (),
 ) -> ElectionResult | None:
-    """:func:`offline_leader` with the ISR Kafka writes alongside it.
+    """:func:`offline_leader` with the ISR Kafka writes alongside it, and KIP-966's steps.
 
-    A clean election keeps the live members of the ISR; an unclean one sets the ISR to
-    ``(leader,)`` and flags ``unclean=True``.
+    A clean election keeps the live members of the ISR. Without a live ISR member, a live
+    member of ``elr`` leads (it holds every committed record), then the first live
+    member of ``last_known`` (the last leader); the ISR becomes ``(leader,)``. Only then
+    an unclean election, if allowed, sets the ISR to ``(leader,)`` and flags it.
     """
-    leader = offline_leader(assignment, isr, live, unclean=unclean)
+    live_set = frozenset(live)
+    leader = _first_live_in_isr(assignment, isr, live_set)
+    if leader is not None:
+        return ElectionResult(leader, tuple(r for r in _ordered(isr) if r in live_set))
+    leader = _first_live_in_isr(assignment, elr, live_set)
+    if leader is not None:
+        return ElectionResult(leader, (leader,), via="elr")
+    leader = next((r for r in last_known if r in live_set and r in assignment), None)
+    if leader is not None:
+        return ElectionResult(leader, (leader,), via="last_known")
+    leader = offline_leader(assignment, isr, live_set, unclean=unclean)
     if leader is None:
         return None
-    if leader in frozenset(isr):
-        live_set = frozenset(live)
-        return ElectionResult(leader, tuple(r for r in _ordered(isr) if r in live_set))
-    return ElectionResult(leader, (leader,), unclean=True)
+    return ElectionResult(leader, (leader,), unclean=True, via="unclean")
 
 
 def reassigned_leader(

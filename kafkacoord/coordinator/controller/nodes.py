@@ -98,6 +98,9 @@ class NodeManager:
             self.timers.cancel(session_timer(body.node_id))
             if not old.fenced:
                 self.partitions.on_node_fenced(batch, body.node_id)
+            if not old.shutting_down:
+                # A new incarnation without a controlled shutdown first: an unclean one.
+                self.partitions.on_unclean_restart(batch, body.node_id)
         return RegisterNodeResponse(node_epoch=value.node_epoch)
 
     def heartbeat(self, batch: Batch, body: NodeHeartbeat) -> tuple[NodeHeartbeatResponse, bool]:

@@ -14,6 +14,7 @@ All work is proportional to the partitions of the node concerned (image indexes)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterable
 
 from kafkacoord.codecs.models import NodeValue, PartitionState, PartitionValue
@@ -24,7 +25,16 @@ from .batch import Batch
 from .changes import NO_LEADER, Election, apply_change, next_value
 from .config import UNCLEAN_LEADER_ELECTION, ControllerConfig
 from .election import controlled_shutdown_election, offline_election
+from .elr import next_elr, without_node
 from .image import TP, config_flag
+
+# Where an offline election found its leader -> the kind recorded with it.
+_ELECTION_KIND = {
+    "isr": Election.OFFLINE,
+    "elr": Election.ELR,
+    "last_known": Election.LAST_KNOWN,
+    "unclean": Election.UNCLEAN,
+}
 
 __all__ = ["PartitionManager", "check_node_epoch", "existing_partition"]
 
@@ -107,10 +117,11 @@ class PartitionManager:
             return next_value(batch, current, leader=alive[0], isr=alive, election=Election.INITIAL)
         if unclean is None:
             unclean = self.unclean_enabled(batch, current.topic)
-        result = offline_election(current.replicas, current.isr, live, unclean=unclean)
+        result = offline_election(current.replicas, current.isr, live, unclean=unclean,
+                                  elr=current.elr, last_known=current.last_known_elr)  # fmt: skip
         if result is None:
             return None
-        kind = Election.UNCLEAN if result.unclean else Election.OFFLINE
+        kind = _ELECTION_KIND[result.via]
         return next_value(batch, current, leader=result.leader, isr=result.isr, election=kind)
 
     def elect_leaderless(self, batch: Batch, keys: Iterable[TP]) -> None:
@@ -136,7 +147,9 @@ class PartitionManager:
         now_ms, epoch = batch.now_ms, batch.epoch
         pending = batch.has_pending_partitions()
         table = batch.image.partition_table()
-        flags: dict[str, tuple[bool, bool]] = {}  # topic -> (deleting, unclean)
+        # topic -> (deleting, unclean, min ISR; 0 when eligible leader replicas are off)
+        flags: dict[str, tuple[bool, bool, int]] = {}
+        elr_default = batch.elr_min_isr
         changed: list[PartitionValue] = []
         for topic, partition in batch.node_partitions(node_id, lead=True, isr=True):
             if pending:
@@ -151,38 +164,71 @@ class PartitionManager:
                 flag = flags[topic] = (
                     self.is_deleting(batch, topic),
                     self.unclean_enabled(batch, topic),
-                )
+                    0 if elr_default is None
+                    else batch.image.min_insync_replicas(topic, elr_default),
+                )  # fmt: skip
             if flag[0]:
                 continue  # its replicas are being deleted anyway
+            min_isr = flag[2]
             isr = current.isr
-            if node_id in isr and len(isr) > 1:
-                # Never shrink the ISR to nothing: the last member stays, so it can return
-                # as a clean leader.
+            # Without ELR the ISR never shrinks to nothing: its last member stays, so it
+            # can return as a clean leader. With ELR that member becomes eligible instead.
+            if node_id in isr and (len(isr) > 1 or min_isr):
                 members = list(isr)
                 members.remove(node_id)
                 isr = tuple(members)
+            elr, last = current.elr, current.last_known_elr
+            if min_isr:
+                elr, last = next_elr(current, current.replicas, isr, min_isr)
             if current.leader != node_id:
-                if isr is current.isr:
+                if isr is current.isr and elr == current.elr and last == current.last_known_elr:
                     continue
                 changed.append(
                     PartitionValue(
                         topic, partition, current.state, current.replicas, isr,
                         current.leader, current.leader_epoch, current.partition_epoch + 1,
-                        now_ms, epoch, current.reassignment, current.election,
+                        now_ms, epoch, current.reassignment, current.election, elr, last,
                     )
                 )  # fmt: skip
                 continue
-            result = offline_election(current.replicas, isr, live, unclean=flag[1])
+            result = offline_election(current.replicas, isr, live, unclean=flag[1], elr=elr,
+                                      last_known=last)  # fmt: skip
             if result is None:
                 state, leader, kind = PartitionState.OFFLINE, NO_LEADER, Election.OFFLINE
             else:
                 state, leader, isr = PartitionState.ONLINE, result.leader, result.isr
-                kind = Election.UNCLEAN if result.unclean else Election.OFFLINE
+                kind = _ELECTION_KIND[result.via]
+                if min_isr:
+                    # The new leader leaves the ELR; a full ISR again clears it.
+                    full = len(isr) >= min_isr
+                    elr = () if full else tuple(r for r in elr if r not in isr)
+                    last = ()
             changed.append(
                 PartitionValue(
                     topic, partition, state, current.replicas, isr, leader,
                     current.leader_epoch + 1, current.partition_epoch + 1, now_ms, epoch,
-                    current.reassignment, kind,
+                    current.reassignment, kind, elr, last,
+                )
+            )  # fmt: skip
+        batch.put_existing_partitions(changed)
+
+    def on_unclean_restart(self, batch: Batch, node_id: int) -> None:
+        """The node came back without a controlled shutdown: its log may have lost its
+        tail, so it is no longer an eligible leader replica anywhere (KIP-966)."""
+        if batch.elr_min_isr is None:
+            return
+        changed = []
+        for topic, partition in sorted(batch.image.replicas_on(node_id)):
+            current = batch.partition(topic, partition)
+            if current is None:
+                continue
+            left = without_node(current, node_id)
+            if left is None:
+                continue
+            changed.append(
+                dataclasses.replace(
+                    current, elr=left[0], last_known_elr=left[1], updated_ms=batch.now_ms,
+                    controller_epoch=batch.epoch, partition_epoch=current.partition_epoch + 1,
                 )
             )  # fmt: skip
         batch.put_existing_partitions(changed)

@@ -163,7 +163,7 @@ class ControllerShard:
         self.replica_states.clear()
         self.epoch = self.image.controller_epoch + 1
         self._loaded = True
-        batch = Batch(self.image, self.epoch, now_ms)
+        batch = self._batch(now_ms)
         # The new epoch goes first: every decision after it carries it.
         batch.records.append(
             controller_record(self.epoch, self.node_id, self.incarnation, now_ms, self.endpoint)
@@ -204,7 +204,7 @@ class ControllerShard:
                 f"{request.api} needs a {spec.request.__name__} body, "
                 f"not {type(request.body).__name__}",
             )
-        batch = Batch(self.image, self.epoch, now_ms)
+        batch = self._batch(now_ms)
         # The image changes only by replay, after the append; replica states, timers and
         # the placement rng change in the handler, so a failure must put them back.
         saved = self._soft_state()
@@ -234,6 +234,11 @@ class ControllerShard:
             self._restore(saved)
             raise
 
+    def _batch(self, now_ms: int) -> Batch:
+        config = self.config
+        elr = config.default_min_insync_replicas if config.eligible_leader_replicas_enable else None
+        return Batch(self.image, self.epoch, now_ms, elr_min_isr=elr)
+
     def _soft_state(self) -> _SoftState:
         return _SoftState(self.replica_states.snapshot(), self.timers.snapshot(),
                           self.rng.getstate())  # fmt: skip
@@ -244,7 +249,7 @@ class ControllerShard:
         self.rng.setstate(saved.rng)
 
     def _fire_timers(self, now_ms: int) -> Result:
-        batch = Batch(self.image, self.epoch, now_ms)
+        batch = self._batch(now_ms)
         for key in self.timers.pop_due(now_ms):
             if key == REBALANCE_TIMER:
                 more = self.leadership.rebalance(batch)

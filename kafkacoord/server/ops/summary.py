@@ -48,6 +48,8 @@ def _partition(value: PartitionValue) -> dict[str, Any]:
         "leader": value.leader,
         "replicas": list(value.replicas),
         "isr": list(value.isr),
+        "elr": list(value.elr),
+        "last_known_elr": list(value.last_known_elr),
     }
 
 

@@ -21,6 +21,8 @@ PARTITIONS: Final = pa.schema(
         ("leader", pa.int32()),
         ("replicas", INTS),
         ("isr", INTS),
+        ("elr", INTS),
+        ("last_known_elr", INTS),
         ("adding_replicas", INTS),
         ("removing_replicas", INTS),
         ("state", pa.string()),
@@ -107,6 +109,9 @@ def partition_rows(snap: Snapshot) -> list[dict[str, Any]]:
                 "leader": leader,
                 "replicas": replicas,
                 "isr": isr,
+                # KIP-966; a table written before the ELR existed has no such column.
+                "elr": _ints(p.get("elr")),
+                "last_known_elr": _ints(p.get("last_known_elr")),
                 "adding_replicas": _ints(reassignment["adding_replicas"]) if reassignment else [],
                 "removing_replicas": (
                     _ints(reassignment["removing_replicas"]) if reassignment else []

@@ -143,6 +143,8 @@ VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
         controller_epoch=ints,
         reassignment=st.none() | reassignments,
         election=texts,
+        elr=int_arrays,
+        last_known_elr=int_arrays,
     ),
     RecordType.GROUP_METADATA: st.builds(
         GroupMetadataValue,
@@ -184,8 +186,10 @@ def test_strategies_cover_every_record_type() -> None:
 
 
 def test_current_versions() -> None:
-    # OffsetCommitValue gained leader_epoch in v2 and NodeValue roles in v2.
-    evolved = {RecordType.OFFSET_COMMIT: 2, RecordType.NODE: 2, RecordType.CONTROLLER: 2}
+    # OffsetCommitValue gained leader_epoch in v2, NodeValue roles and PartitionValue the
+    # ELR (KIP-966) in v2.
+    evolved = {RecordType.OFFSET_COMMIT: 2, RecordType.NODE: 2, RecordType.CONTROLLER: 2,
+               RecordType.PARTITION: 2}  # fmt: skip
     for rtype in SPECS:
         assert _newest_key_version(rtype) == 1
         assert _newest_value_version(rtype) == evolved.get(rtype, 1)
@@ -364,3 +368,12 @@ def test_node_value_v1_reads_as_v2_with_no_roles() -> None:
     decoded = decode_value(RecordType.NODE, old)
     assert decoded == NodeValue(4, "inc", 2, False, 10, 3, rack="r1", roles=())
     assert encode_value(decoded)[:2] == b"\x00\x02"
+
+
+def test_partition_value_v1_reads_as_v2_with_empty_elr() -> None:
+    value = PartitionValue("t", 0, PartitionState.ONLINE, (1, 2), (1,), 1, 3, 4, 10, 2)
+    decoded = decode_value(RecordType.PARTITION, encode_value_as(value, 1))
+    assert decoded == value and decoded.elr == () and decoded.last_known_elr == ()
+    moved = PartitionValue("t", 0, PartitionState.OFFLINE, (1, 2), (), -1, 4, 5, 11, 2,
+                           elr=(2, 1), last_known_elr=(1,))  # fmt: skip
+    assert decode_value(RecordType.PARTITION, encode_value(moved)) == moved

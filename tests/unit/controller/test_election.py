@@ -51,7 +51,7 @@ def test_offline_no_live_isr_unclean_disabled() -> None:
 def test_offline_no_live_isr_unclean_enabled() -> None:
     assert offline_leader([1, 2, 3], [1], {3, 2}, unclean=True) == 2
     result = offline_election([1, 2, 3], [1], {3, 2}, unclean=True)
-    assert result == ElectionResult(leader=2, isr=(2,), unclean=True)
+    assert result == ElectionResult(leader=2, isr=(2,), unclean=True, via="unclean")
 
 
 def test_offline_nothing_live() -> None:

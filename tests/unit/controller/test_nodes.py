@@ -108,7 +108,9 @@ def test_heartbeats_keep_a_node_alive() -> None:
 
 
 def test_last_isr_member_stays_in_the_isr_and_leads_again_when_back() -> None:
-    c = Cluster()
+    # Kafka before KIP-966 (eligible leader replicas off); tests/unit/controller/test_elr.py
+    # has the same story with ELR.
+    c = Cluster(quiet_config(eligible_leader_replicas_enable=False))
     c.add_nodes([1, 2])
     c.create("t", assignment={0: [1, 2]})
     c.caught_up(2, "t", caught_up=False)
