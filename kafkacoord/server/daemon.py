@@ -176,6 +176,7 @@ class Daemon:
         server = self.ops.server
         if not s.console or server is None:
             return
+        self._stop_console()  # a rebuild starts it again
         # With mutual TLS and admin principals the listeners judge every admin write by
         # this daemon's certificate, as they judge the CLI's; otherwise writes are opt-in.
         writes = s.console_writes or (s.tls_client_ca is not None and bool(s.admin_principals))
@@ -187,6 +188,12 @@ class Daemon:
         self.ops.mount_console(Console(self._console, writes=writes,
                                        warehouse=s.console_warehouse))  # fmt: skip
         log.info("console ready", url=f"{server.url}/", writes=writes)
+
+    def _stop_console(self) -> None:
+        self.ops.mount_console(None)
+        if self._console is not None:
+            self._console.close()
+            self._console = None
 
     def _start_listener(self) -> None:
         s = self.settings
@@ -297,6 +304,8 @@ class Daemon:
             self.state.ready = False
             self.rebuilds += 1
             previous = dict(self.state.identities)
+            # The console's clients hold the lost topics' ids too: they go with the services.
+            self._stop_console()
             while not self._stop.is_set():
                 # Nothing of the previous life may answer another request.
                 self._stop_services()
@@ -324,6 +333,7 @@ class Daemon:
         self.state.ready = True
         log.info("daemon rebuilt", node_id=s.node_id, rebuilds=self.rebuilds, shards_wiped=wiped,
                  seconds=round(time.monotonic() - started, 3))  # fmt: skip
+        self._start_console(bootstrap)
 
     def _start_embedded_broker(self) -> str:
         # The broker gets SIGKILL when the thread that starts it ends (PR_SET_PDEATHSIG), so
@@ -415,10 +425,7 @@ class Daemon:
         self._stop.set()  # a rebuild in progress gives up at its next step
         with self._lifecycle:
             self._stop_services()
-        self.ops.mount_console(None)
-        if self._console is not None:
-            self._console.close()
-            self._console = None
+        self._stop_console()
         # After the services: their last replies (NOT_COORDINATOR) still reach callers.
         if self.listener is not None:
             self.listener.close()
