@@ -46,7 +46,8 @@ def _partition_row(value: PartitionValue, image: MetadataImage) -> dict[str, Any
         "leader_epoch": value.leader_epoch,
         "replicas": list(value.replicas),
         "isr": list(value.isr),
-        "elr": list(getattr(value, "elr", ()) or ()),
+        "elr": list(value.elr),
+        "last_known_elr": list(value.last_known_elr),
         "adding": [] if move is None else list(move.adding_replicas),
         "removing": [] if move is None else list(move.removing_replicas),
         "under_replicated": len(value.isr) < image.target_replication(value),
@@ -187,7 +188,7 @@ def topic_page(tracker: MetadataTracker, name: str) -> dict[str, Any] | None:
         "configs": dict(sorted(topic.configs.items())),
         "deleting": topic.deleting,
         "partitions": [_partition_row(v, image) for v in parts],
-        "has_elr": any(getattr(v, "elr", None) for v in parts),
+        "has_elr": any(v.elr or v.last_known_elr for v in parts),
         "heat": heat,
         "partition_ids": [v.partition for v in parts],
     }

@@ -98,3 +98,13 @@ def test_history_from_a_views_warehouse(tmp_path: Path) -> None:
         (-1, 1, "initial"),
     ]
     assert rows[0]["at_ms"] == NOW + 1
+
+
+def test_topic_page_shows_eligible_leader_replicas() -> None:
+    c = Cluster()
+    c.add_nodes([1, 2])
+    c.create("orders", assignment={0: [1, 2]}, configs={"min.insync.replicas": "2"})
+    c.ok(api.FenceNode(node_id=2))
+    page = pages.topic_page(tracked(c), "orders")
+    assert page is not None and page["has_elr"]
+    assert page["partitions"][0]["elr"] == [2] and page["partitions"][0]["isr"] == [1]
