@@ -294,7 +294,13 @@ def run_shard_zombie(broker: BrokerControl, root: Path) -> ZombieFigures:
             cluster.kill(leader)
             wait_until(lambda: cluster.shard_leader(shard) not in (None, leader), timeout_s=90,
                        what="the shard moved again")  # fmt: skip
-            reloaded = wait_until(lambda: _or_none(committed), timeout_s=60, what="offsets")
+            try:
+                reloaded = wait_until(lambda: _or_none(committed), timeout_s=60, what="offsets")
+            except AssertionError as exc:
+                tails = "\n".join(f"daemon {n} (alive: {cluster.alive(n)}):\n{cluster.log_tail(n)}"
+                                  for n in DAEMONS if n != leader)  # fmt: skip
+                raise AssertionError(f"{exc}; shard {shard} state {cluster.shard_state(shard)}\n"
+                                     f"{tails}") from None  # fmt: skip
             assert reloaded == acknowledged
         finally:
             member.close()
