@@ -8,7 +8,7 @@ from kafkacoord.console import pages
 from kafkacoord.console.live import MetadataTracker
 from kafkacoord.coordinator.protocol import controller_api as api
 from tests.unit.controller.support import Cluster
-from tests.unit.spark.warehouse_rows import NOW, put, warehouse
+from tests.unit.spark.warehouse_rows import NOW, leader_epochs, put, warehouse
 
 
 def tracked(cluster: Cluster) -> MetadataTracker:
@@ -84,12 +84,7 @@ def test_history_lists_each_leader_change_newest_first() -> None:
 
 def test_history_from_a_views_warehouse(tmp_path: Path) -> None:
     wh = warehouse(tmp_path)
-    epochs = [
-        {"topic": "t", "partition": 0, "leader_epoch": e, "leader": leader, "election": kind,
-         "updated_ms": NOW + e, "controller_epoch": 1, "replicas": [1, 2], "isr": [1, 2],
-         "shard": 0, "log_offset": e}
-        for e, leader, kind in [(0, 1, "initial"), (1, 2, "offline"), (2, 2, "reassign")]
-    ]  # fmt: skip
+    epochs = leader_epochs("t", 0, (1, "initial"), (2, "offline"), (2, "reassign"))
     put(wh, "leader_epochs", ("topic", "partition", "leader_epoch"), epochs)
     rows = pages.warehouse_history(tmp_path / "wh")
     # Epoch 2 kept the leader: not a change. Newest first.

@@ -8,7 +8,17 @@ from typing import Any
 from kafkacoord.spark.assignment import encode_assignment
 from kafkacoord.spark.views import read_view
 
-from .warehouse_rows import NOW, commit, group, member, node, partition, put, warehouse
+from .warehouse_rows import (
+    NOW,
+    commit,
+    group,
+    leader_epochs,
+    member,
+    node,
+    partition,
+    put,
+    warehouse,
+)
 
 DAY = 24 * 3600 * 1000
 
@@ -143,13 +153,7 @@ def test_partitions_and_brokers(tmp_path: Path) -> None:
 
 def test_leadership_history_pairs_each_epoch_with_the_leader_before(tmp_path: Path) -> None:
     wh = warehouse(tmp_path)
-    epochs = [
-        {"topic": "t", "partition": 0, "leader_epoch": e, "leader": leader, "election": kind,
-         "updated_ms": NOW + e, "controller_epoch": 1, "replicas": [1, 2], "isr": [1, 2],
-         "shard": 0, "log_offset": e}
-        for e, leader, kind in [(0, 1, "new"), (1, 2, "offline"), (2, 2, "reassign"),
-                                (3, 1, "preferred")]
-    ]  # fmt: skip
+    epochs = leader_epochs("t", 0, (1, "new"), (2, "offline"), (2, "reassign"), (1, "preferred"))
     put(wh, "leader_epochs", ("topic", "partition", "leader_epoch"), epochs)
     history = rows(wh, "leadership_history")
     assert [(h["old_leader"], h["new_leader"], h["leader_changed"]) for h in history] == [

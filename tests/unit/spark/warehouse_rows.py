@@ -61,6 +61,16 @@ def partition(
     }  # fmt: skip
 
 
+def leader_epochs(topic: str, partition: int, *steps: tuple[int, str]) -> list[dict[str, Any]]:
+    """Rows of ``leader_epochs``: one per (leader, election) step, epochs 0, 1, 2, …"""
+    return [
+        {"topic": topic, "partition": partition, "leader_epoch": e, "leader": leader,
+         "election": kind, "updated_ms": NOW + e, "controller_epoch": 1, "replicas": [1, 2],
+         "isr": [1, 2], "shard": 0, "log_offset": e}
+        for e, (leader, kind) in enumerate(steps)
+    ]  # fmt: skip
+
+
 def node(node_id: int, *, fenced: bool = False, rack: str | None = None) -> dict[str, Any]:
     return {
         "node_id": node_id, "rack": rack, "endpoints": {}, "incarnation": "i", "node_epoch": 1,
