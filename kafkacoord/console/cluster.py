@@ -163,15 +163,15 @@ class ClusterAccess:
     ) -> ResetResult:
         """Plan a reset of ``topic`` (every committed topic when None); apply it if asked."""
         committed = self.committed(group)
-        if topic is None:
-            partitions = sorted(committed)
-        else:
-            count = len(self.metadata.read(lambda t: t.image.partition_ids(topic)))
-            known = sorted(tp for tp in committed if tp[0] == topic)
-            partitions = [(topic, p) for p in range(count)] if count else known
-        if not partitions:
-            raise ValueError(f"group {group!r} has nothing to reset for {topic or 'any topic'}")
         with self._probe_lock:
+            # A named topic: every partition the broker has (groups consume Kafka topics,
+            # not the controller's placed ones), as the CLI's --topic does.
+            partitions = (
+                sorted(committed) if topic is None
+                else self._probe.partitions([topic], missing_ok=True)
+            )  # fmt: skip
+            if not partitions:
+                raise ValueError(f"group {group!r} has nothing to reset for {topic or 'any topic'}")
             starts = self._probe.earliest(partitions)
             ends = self._probe.latest(partitions)
         plan = reset_plan(mode, partitions, committed=committed, starts=starts, ends=ends,
