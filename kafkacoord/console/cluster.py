@@ -21,6 +21,7 @@ from kafkacoord.client.offset_reset import ResetMode, reset_plan
 from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
+from kafkacoord.coordinator.protocol.controller_api import PartitionResult
 from kafkacoord.storage.errors import StorageError
 from kafkacoord.storage.topics import InternalTopics
 from kafkacoord.storage.watermarks import EndOffsetProbe
@@ -143,20 +144,11 @@ class ClusterAccess:
 
     def cancel_reassignments(self, partitions: list[TP]) -> dict[TP, str]:
         """Stop these reassignments (Kafka: a null target); errors by partition."""
-        results = self.controller.alter_reassignments(dict.fromkeys(partitions))
-        return {
-            (r.topic, r.partition): f"{r.error.name}: {r.message or ''}".rstrip(": ")
-            for r in results
-            if r.error is not ErrorCode.NONE
-        }
+        return _failures(self.controller.alter_reassignments(dict.fromkeys(partitions)))
 
     def elect_preferred(self, partitions: list[TP] | None) -> dict[TP, str]:
         results = self.controller.elect_leaders("preferred", partitions)
-        return {
-            (r.topic, r.partition): f"{r.error.name}: {r.message or ''}".rstrip(": ")
-            for r in results
-            if r.error not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)
-        }
+        return _failures(results, ErrorCode.ELECTION_NOT_NEEDED)
 
     def reset_offsets(
         self, group: str, topic: str | None, mode: ResetMode, value: int, *, apply: bool
@@ -194,3 +186,12 @@ class ClusterAccess:
         self.controller.close()
         with self._probe_lock:
             self._probe.close()
+
+
+def _failures(results: list[PartitionResult], *fine: ErrorCode) -> dict[TP, str]:
+    """The partitions a controller call failed for, with the error and its message."""
+    return {
+        (r.topic, r.partition): f"{r.error.name}: {r.message or ''}".rstrip(": ")
+        for r in results
+        if r.error is not ErrorCode.NONE and r.error not in fine
+    }
