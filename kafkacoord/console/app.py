@@ -53,8 +53,9 @@ _HEADERS = [
     ("Referrer-Policy", "same-origin"),
     ("Cache-Control", "no-store"),
 ]  # fmt: skip
-_STATIC = {"htmx.min.js", "uPlot.iife.min.js", "uPlot.min.css", "console.css", "console.js",
-           "htmx.LICENSE", "uPlot.LICENSE"}  # fmt: skip
+_ASSETS = resources.files("kafkacoord.console").joinpath("static")
+# What the package ships is what is served: no path from a request reaches the disk.
+_STATIC = frozenset(f.name for f in _ASSETS.iterdir() if f.is_file())
 _READ_ERRORS = (RequestError, StorageError, TimeoutError)
 
 
@@ -180,7 +181,7 @@ class Console:
     def _static(self, name: str, start_response: StartResponse) -> list[bytes]:
         if name not in _STATIC:
             return self._send(start_response, 404, b"not found", "text/plain")
-        data = resources.files("kafkacoord.console").joinpath("static", name).read_bytes()
+        data = _ASSETS.joinpath(name).read_bytes()
         kind = mimetypes.guess_type(name)[0] or "text/plain"
         if kind.startswith("text/") or kind.endswith("javascript"):
             kind += "; charset=utf-8"
