@@ -102,8 +102,5 @@ class LiveMetadata(MetadataTracker):
             bootstrap, topic, lambda record, _: self.replay(record), client_id=client_id
         )
 
-    def wait_caught_up(self, timeout_s: float) -> bool:
-        return self._follower.wait_caught_up(timeout_s)
-
     def close(self) -> None:
         self._follower.close()
