@@ -57,6 +57,7 @@ _ASSETS = resources.files("kafkacoord.console").joinpath("static")
 # What the package ships is what is served: no path from a request reaches the disk.
 _STATIC = frozenset(f.name for f in _ASSETS.iterdir() if f.is_file())
 _READ_ERRORS = (RequestError, StorageError, TimeoutError)
+STORED_LAG_GROUPS = 256
 
 
 class ConsoleHttpError(Exception):
@@ -102,8 +103,10 @@ class Console:
         warehouse: Path | None = None,
     ) -> None:
         self.access = access
-        # A views warehouse: /history reads its leadership_history view.
+        # A views warehouse: /history reads its leadership_history view, the lag charts
+        # its lag_history view.
         self.warehouse = warehouse
+        self._stored: dict[str, tuple[int, list[tuple[int, int]]]] = {}
         self.writes = writes
         self.read_only_reason = read_only_reason
         self.refresh_s = refresh_s
@@ -144,7 +147,8 @@ class Console:
             return self._static(path.removeprefix("/static/"), start_response)
         if path.endswith("/lag.json") and path.startswith("/groups/"):
             group = path.removeprefix("/groups/").removesuffix("/lag.json")
-            body = json.dumps(pages.lag_series(group, self.access.lag)).encode()
+            series = pages.lag_series(group, self.access.lag, self._stored_lag(group))
+            body = json.dumps(series).encode()
             return self._send(start_response, 200, body, "application/json")
         request = _Request(method, path, environ)
         try:
@@ -153,6 +157,26 @@ class Console:
             status, html = exc.status, self._render("error.html", request, message=exc.message,
                                                     status=exc.status)  # fmt: skip
         return self._send(start_response, status, html.encode(), "text/html; charset=utf-8")
+
+    def _stored_lag(self, group: str) -> list[tuple[int, int]]:
+        """The group's lag older than the ring, from the views warehouse ([] without one);
+        read again only when the warehouse has a new version."""
+        if self.warehouse is None:
+            return []
+        try:
+            version = pages.warehouse_version(self.warehouse)
+            cached = self._stored.get(group)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            points = pages.warehouse_lag(self.warehouse, group)
+        except Exception as exc:  # no pyarrow, no warehouse yet, an unreadable manifest
+            log.warning("views warehouse unreadable; lag chart from the ring only",
+                        error=str(exc))  # fmt: skip
+            return []
+        if len(self._stored) >= STORED_LAG_GROUPS:
+            self._stored.clear()  # bounded: a crawler must not grow it without end
+        self._stored[group] = (version, points)
+        return points
 
     def _dispatch(self, request: _Request) -> tuple[int, str]:
         allowed = False
@@ -255,7 +279,7 @@ class Console:
         page = pages.group_page(view, self.access.lag)
         topics = sorted({o["topic"] for o in page["offsets"]})
         return 200, self._render("group.html", request, page=page, topics=topics,
-                                 modes=RESET_MODES, **extra)  # fmt: skip
+                                 modes=RESET_MODES, warehouse=self.warehouse, **extra)  # fmt: skip
 
     # -- writes --------------------------------------------------------------------------
 

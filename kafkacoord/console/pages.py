@@ -6,7 +6,7 @@ escape). Kept apart so the unit tests check the facts without a browser.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ __all__ = [
     "topic_page",
     "topics_page",
     "warehouse_history",
+    "warehouse_lag",
+    "warehouse_version",
 ]
 
 TP = tuple[str, int]
@@ -337,7 +339,42 @@ def group_page(view: GroupView, lag: LagHistory) -> dict[str, Any]:
     }
 
 
-def lag_series(group: str, lag: LagHistory) -> dict[str, list[float] | list[int]]:
-    """The chart's data: seconds since the epoch (uPlot's time scale) and the summed lag."""
+def lag_series(
+    group: str, lag: LagHistory, stored: Sequence[tuple[int, int]] = ()
+) -> dict[str, Any]:
+    """The chart's data: seconds since the epoch (uPlot's time scale) and the summed lag.
+
+    ``stored`` (time, summed lag) from the views warehouse extends the ring back in time:
+    only its points older than the ring's first are drawn.
+    """
     series = lag.total(group)
-    return {"t": [at / 1000 for at, _ in series], "lag": [value for _, value in series]}
+    first = series[0][0] if series else None
+    older = [p for p in sorted(stored) if first is None or p[0] < first]
+    points = older + series
+    return {"t": [at / 1000 for at, _ in points], "lag": [value for _, value in points],
+            "stored": len(older)}  # fmt: skip
+
+
+def warehouse_version(warehouse: Path) -> int:
+    """The views warehouse's manifest version: what it holds changes only with it."""
+    from kafkacoord.spark.warehouse import Warehouse  # only with the spark extra
+
+    return Warehouse(warehouse).manifest().version
+
+
+def warehouse_lag(
+    warehouse: Path, group: str, *, now_ms: int | None = None
+) -> list[tuple[int, int]]:
+    """(time, summed lag) of ``group`` from a views warehouse's ``lag_history`` view,
+    oldest first. Needs the ``spark`` extra (pyarrow)."""
+    import pyarrow.compute as pc
+
+    from kafkacoord.spark.views import read_view  # only with the spark extra
+
+    table = read_view(warehouse, "lag_history", now_ms=now_ms)
+    rows = table.filter(pc.equal(table.column("group"), group))
+    sums: dict[int, int] = {}
+    times = rows.column("time").cast("int64").to_pylist()  # ms since the epoch
+    for at, value in zip(times, rows.column("lag").to_pylist(), strict=True):
+        sums[at] = sums.get(at, 0) + (value or 0)
+    return sorted(sums.items())

@@ -166,7 +166,8 @@ class Settings(BaseSettings):
     console_warehouse: Path | None = Field(
         None,
         description="A views warehouse (kafkacoord views run): the console's /history reads "
-        "its leadership_history view, which outlives compaction.",
+        "its leadership_history view, which outlives compaction, and the lag charts its "
+        "lag_history view.",
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["console", "json"] = "console"

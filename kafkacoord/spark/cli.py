@@ -75,6 +75,13 @@ def run(
     lag_interval: Annotated[
         float, typer.Option(min=0.1, help="Seconds between log-end-offset samples (lag).")
     ] = 5.0,
+    lag_history_resolution: Annotated[
+        float,
+        typer.Option(
+            min=1.0,
+            help="Seconds per lag_history bucket (kept as long as offsets are retained).",
+        ),
+    ] = 60.0,
     checkpoint: Annotated[
         str | None, typer.Option(help="Checkpoint location (default: <warehouse>/_checkpoints).")
     ] = None,
@@ -110,6 +117,7 @@ def run(
         max_records_per_batch=max_records_per_batch,
         retention_ms=retention_minutes * 60_000,
         lag_interval_s=lag_interval,
+        lag_history_resolution_s=lag_history_resolution,
         checkpoint=checkpoint,
         source=Source(source.value),
     )

@@ -45,6 +45,8 @@ class RunConfig:
     retention_ms: int = DEFAULT_RETENTION_MS
     imbalance_percent: float = DEFAULT_IMBALANCE_PERCENT
     lag_interval_s: float = 5.0
+    # lag_history: one row per group partition and bucket, kept for retention_ms.
+    lag_history_resolution_s: float = 60.0
     checkpoint: str | None = None
     # librdkafka settings (the Python source, the end-offset sampler).
     kafka: dict[str, str] = field(default_factory=dict)
@@ -117,7 +119,12 @@ class ViewJob:
         if removed:
             log.info("removed files of an unfinished batch", files=removed)
         self.sampler = EndOffsetSampler(
-            self.warehouse, config.bootstrap, kafka=config.kafka, interval_s=config.lag_interval_s
+            self.warehouse,
+            config.bootstrap,
+            kafka=config.kafka,
+            interval_s=config.lag_interval_s,
+            lag_resolution_ms=int(config.lag_history_resolution_s * 1000),
+            lag_retain_ms=config.retention_ms,
         )
         source = config.stream(self.spark)
         writer = (

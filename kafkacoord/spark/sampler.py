@@ -4,7 +4,8 @@ Runs beside the streaming query: end offsets move when nothing is committed,
 and that is exactly when a stopped consumer must show up. Each round replaces
 the small ``end_offsets`` table: per partition, the newest end and a history
 of recent samples (Burrow computes each commit's lag from the end offset
-known when it arrived).
+known when it arrived). Each round also appends every group partition's lag to
+``lag_samples`` (:mod:`.lag_history`), the console's long lag history.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ import structlog
 
 from kafkacoord.storage.watermarks import EndOffsetProbe
 
+from .lag_history import LAG_SAMPLES, RESOLUTION_MS, LagRecorder
+from .lag_history import RETAIN_MS as LAG_RETAIN_MS
 from .tables import END_OFFSETS, schemas
+from .views.base import Context, Snapshot
+from .views.offsets import visible_offsets
 from .warehouse import Warehouse
 from .warehouse.store import DELETED, KEY
 
@@ -40,6 +45,8 @@ class EndOffsetSampler:
         kafka: Mapping[str, str] | None = None,
         interval_s: float = 5.0,
         retain_ms: int = RETAIN_MS,
+        lag_resolution_ms: int = RESOLUTION_MS,
+        lag_retain_ms: int = LAG_RETAIN_MS,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self._warehouse = warehouse
@@ -50,6 +57,7 @@ class EndOffsetSampler:
         self._lock = threading.Lock()
         self._watched: set[TP] = set()
         self._history: dict[TP, list[tuple[int, int]]] = {}
+        self._lag = LagRecorder(lag_resolution_ms, lag_retain_ms)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._load()
@@ -67,6 +75,7 @@ class EndOffsetSampler:
             self._history[(row["topic"], row["partition"])] = [
                 (s["sampled_ms"], s["log_end_offset"]) for s in row["history"] or ()
             ]
+        self._lag.load(self._warehouse.read(LAG_SAMPLES, schemas()[LAG_SAMPLES]))
 
     def watch(self, pairs: Iterable[TP]) -> None:
         with self._lock:
@@ -89,8 +98,19 @@ class EndOffsetSampler:
             cutoff = now - self._retain_ms
             kept = [s for s in history if s[0] >= cutoff][-MAX_SAMPLES:]
             self._history[tp] = kept
-        self._warehouse.commit({}, schemas(), replace={END_OFFSETS: self._table()})
+        latest = {tp: h[-1] for tp, h in self._history.items() if h}
+        lag = self._lag.rows(now, self._visible_offsets(now), latest)
+        self._warehouse.commit({LAG_SAMPLES: lag}, schemas(), replace={END_OFFSETS: self._table()})
         return len(ends)
+
+    def _visible_offsets(self, now_ms: int) -> list[tuple[str, str, int, int, int]]:
+        """(group, topic, partition, shard, offset) of the offsets the views show."""
+        snap = Snapshot.of(self._warehouse)
+        frame = visible_offsets(snap, Context.of(snap.manifest.settings, now_ms))
+        if frame.empty:
+            return []
+        columns = (frame[c].tolist() for c in ("group", "topic", "partition", "shard", "offset"))
+        return list(zip(*columns, strict=True))
 
     def _table(self) -> pa.Table:
         rows = [(tp, h) for tp, h in sorted(self._history.items()) if h]

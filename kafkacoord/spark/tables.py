@@ -5,7 +5,8 @@ what the daemon's RocksDB cache holds for the same log, with the record's
 position (``shard``, ``log_offset``, ``log_time``). Their columns come from the
 codecs' Avro schemas. Beside them: ``leader_epochs`` (the first record of every
 leader epoch, for leadership history), ``skipped`` (poison and fenced records
-per key) and ``end_offsets`` (sampled log end offsets, for lag).
+per key), ``end_offsets`` (sampled log end offsets, for lag) and ``lag_samples``
+(lag over time, :mod:`.lag_history`).
 
 The views people query are computed from these tables (``kafkacoord.spark.views``).
 """
@@ -21,6 +22,8 @@ import pyarrow.compute as pc
 from kafkacoord.codecs import RecordType
 
 from .avro import record_fields, struct_column
+from .lag_history import LAG_SAMPLES
+from .lag_history import SCHEMA as LAG_SAMPLES_SCHEMA
 from .source.options import Role
 from .warehouse.store import DELETED, KEY
 
@@ -85,6 +88,7 @@ def schemas() -> dict[str, pa.Schema]:
             ("history", pa.list_(SAMPLE)),  # oldest first
         ]
     )
+    found[LAG_SAMPLES] = LAG_SAMPLES_SCHEMA
     return found
 
 

@@ -23,6 +23,7 @@ class DaemonProcess:
     """``python -m kafkacoord daemon`` with JSON logs collected line by line."""
 
     def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
         self.process = subprocess.Popen(
             [sys.executable, "-m", "kafkacoord", "daemon"],
             env={**os.environ, **env},

@@ -370,6 +370,16 @@ def assert_views_match_cache(warehouse: Any, cache: StateCache, s: Scenario) -> 
     assert set(lag) == set(commits)
     assert lag[("payments", s.user_topic, 2)]["status"] == "OK"  # nothing to consume
 
+    # lag_history: the sampler's newest bucket of every visible offset holds its lag.
+    shown = by(view("group_offsets"), "group", "topic", "partition", "coordinator_shard")
+    newest = by(view("lag_history"), "group", "topic", "partition", "coordinator_shard")
+    assert set(newest) == set(shown)  # later rows win: the newest bucket
+    for key, row in newest.items():
+        assert (row["committed_offset"], row["lag"]) == (
+            shown[key]["current_offset"],
+            shown[key]["lag"],
+        ), (key, row)
+
     # skipped: every poison record and the fenced one, counted once.
     skipped = view("skipped")
     poison: dict[str, int] = {}

@@ -59,6 +59,7 @@ def console_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonP
         "KAFKACOORD_OFFSETS_PARTITIONS": "4",
         "KAFKACOORD_CONSOLE_WRITES": "true",
         "KAFKACOORD_CONSOLE_LAG_INTERVAL_MS": "300",
+        "KAFKACOORD_CONSOLE_WAREHOUSE": str(data / "views"),
         "KAFKACOORD_NODE_SESSION_TIMEOUT_MS": "60000",
     })  # fmt: skip
     try:

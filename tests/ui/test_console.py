@@ -24,6 +24,9 @@ from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.client.group_admin import GroupAdmin
 from kafkacoord.client.group_member import GroupMember
 from kafkacoord.coordinator.protocol import controller_api as api
+from kafkacoord.spark.lag_history import LAG_SAMPLES, LagRecorder
+from kafkacoord.spark.tables import schemas
+from kafkacoord.spark.warehouse import Warehouse
 from kafkacoord.storage.topics import InternalTopics
 from tests.integration.cluster import DaemonProcess, wait_until
 
@@ -39,6 +42,7 @@ PARTITIONS = 3
 class Scene:
     url: str
     bootstrap: str
+    warehouse: Path
     admin: ControllerAdmin
     groups: GroupAdmin
     producer: Producer
@@ -84,7 +88,8 @@ def scene(console_daemon: DaemonProcess) -> Iterator[Scene]:
     kafka.create_topics([NewTopic(EVENTS, PARTITIONS, 1)])[EVENTS].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     try:
-        yield Scene(url, bootstrap, admin, groups, producer)
+        warehouse = Path(console_daemon.env["KAFKACOORD_CONSOLE_WAREHOUSE"])
+        yield Scene(url, bootstrap, warehouse, admin, groups, producer)
     finally:
         stop.set()
         beats.join(5)
@@ -215,6 +220,36 @@ def test_the_lag_chart_rises_when_the_consumer_stops(
     page.goto(scene.url + "/groups")
     assert GROUP in page.locator("#group-table").inner_text()
     _shot(page, artifacts, "groups")
+
+
+def test_the_lag_chart_reaches_back_into_the_views_warehouse(scene: Scene, page: Any) -> None:
+    """Lag older than the daemon's ring comes from the views job's lag_history (Parquet)."""
+    if not _group_exists(scene):  # run alone: the group the chart test leaves behind
+        member = GroupMember(scene.bootstrap, GROUP, [EVENTS], offsets_partitions=4).start()
+        assert member.wait_assigned(60)
+        member.commit({(EVENTS, p): 0 for p in range(PARTITIONS)})
+        member.close()
+    # Written as the view job's sampler writes it, an hour before the daemon started.
+    warehouse = Warehouse(scene.warehouse)
+    recorder = LagRecorder(resolution_ms=60_000)
+    now = int(time.time() * 1000)
+    for minutes_ago, lag in ((60, 5), (45, 9), (30, 4)):
+        at = now - minutes_ago * 60_000
+        offsets = [(GROUP, EVENTS, p, 0, 100) for p in range(PARTITIONS)]
+        ends = {(EVENTS, p): (at, 100 + lag) for p in range(PARTITIONS)}
+        warehouse.commit({LAG_SAMPLES: recorder.rows(at, offsets, ends)}, schemas())
+    page.goto(scene.url + f"/groups/{GROUP}")
+    chart = page.locator("#lag-chart")
+    _eventually(lambda: chart.get_attribute("data-stored") == "3", "stored lag in the chart")
+    assert int(chart.get_attribute("data-points") or 0) > 3  # and the ring after them
+    assert "lag_history view" in page.locator("#lag-source").inner_text()
+    series = page.evaluate("url => fetch(url).then(r => r.json())", f"/groups/{GROUP}/lag.json")
+    assert series["lag"][:3] == [15, 27, 12]  # summed over the three partitions
+    assert series["t"][0] == pytest.approx((now - 60 * 60_000) / 1000, abs=60)
+
+
+def _group_exists(scene: Scene) -> bool:
+    return any(g.group_id == GROUP for g in scene.groups.list_groups())
 
 
 def _end(scene: Scene, partition: int) -> int:

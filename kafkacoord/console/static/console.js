@@ -32,6 +32,7 @@
         .then(function (series) {
           var data = [series.t, series.lag];
           box.setAttribute("data-points", String(series.t.length));
+          box.setAttribute("data-stored", String(series.stored || 0));
           box.setAttribute("data-last-lag", series.lag.length ? String(series.lag[series.lag.length - 1]) : "");
           if (plot === null) {
             plot = new uPlot({

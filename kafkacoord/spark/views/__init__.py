@@ -26,9 +26,11 @@ from .cluster import (
 from .groups import GROUP_MEMBERS, GROUPS, group_members, groups
 from .offsets import (
     GROUP_OFFSETS,
+    LAG_HISTORY,
     LAG_STATUS,
     LOG_END_OFFSETS,
     group_offsets,
+    lag_history,
     lag_status,
     log_end_offsets,
 )
@@ -39,6 +41,7 @@ VIEWS: Final[dict[str, tuple[View, pa.Schema]]] = {
     "group_members": (group_members, GROUP_MEMBERS),
     "group_offsets": (group_offsets, GROUP_OFFSETS),
     "lag_status": (lag_status, LAG_STATUS),
+    "lag_history": (lag_history, LAG_HISTORY),
     "partitions": (partitions, PARTITIONS),
     "brokers": (brokers, BROKERS),
     "leadership_history": (leadership_history, LEADERSHIP_HISTORY),

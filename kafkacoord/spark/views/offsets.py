@@ -1,4 +1,5 @@
-"""``group_offsets`` (``kafka-consumer-groups --describe``) and ``lag_status`` (Burrow)."""
+"""``group_offsets`` (``kafka-consumer-groups --describe``), ``lag_status`` (Burrow) and
+``lag_history`` (lag over time)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pandas as pd  # type: ignore[import-untyped]
 import pyarrow as pa
 
 from ..burrow import Commit, Status, evaluate, lag_at, thin, worst
+from ..lag_history import LAG_SAMPLES
 from ..tables import END_OFFSETS
 from .base import Context, Snapshot, ms_to_time, to_table
 from .groups import owners
@@ -60,6 +62,20 @@ LAG_STATUS: Final = pa.schema(
         ("window_start", TS),
         ("window_end", TS),
         ("evaluated_at", TS),
+    ]
+)
+
+
+LAG_HISTORY: Final = pa.schema(
+    [
+        ("group", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("time", TS),
+        ("committed_offset", pa.int64()),
+        ("log_end_offset", pa.int64()),
+        ("lag", pa.int64()),
+        ("coordinator_shard", pa.int32()),
     ]
 )
 
@@ -168,6 +184,20 @@ def lag_status(snap: Snapshot, ctx: Context) -> pa.Table:
     return to_table(frame.sort_values(["group", "topic", "partition"]), LAG_STATUS)
 
 
+def lag_history(snap: Snapshot, ctx: Context) -> pa.Table:
+    """Each group partition's lag per bucket of the sampler, within the retention."""
+    samples = snap.frame(LAG_SAMPLES)
+    if samples.empty:
+        return LAG_HISTORY.empty_table()
+    frame = samples[samples["sampled_ms"] >= ctx.now_ms - ctx.retention_ms]
+    frame = frame.assign(
+        time=ms_to_time(frame["sampled_ms"]),
+        lag=(frame["log_end_offset"] - frame["committed_offset"]).clip(lower=0),
+        coordinator_shard=frame["shard"],
+    )
+    return to_table(frame.sort_values(["group", "topic", "partition", "time"]), LAG_HISTORY)
+
+
 def _window(entries: object, samples: list[tuple[int, int]], ctx: Context) -> list[Commit]:
     """The fold's window (newest first) as Burrow commits, oldest first, with their lags."""
     commits = []
@@ -185,4 +215,4 @@ def _samples(history: object) -> list[tuple[int, int]]:
     return [(int(s["sampled_ms"]), int(s["log_end_offset"])) for s in history]  # type: ignore[attr-defined]
 
 
-__all__ = ["Status", "group_offsets", "lag_status", "log_end_offsets"]
+__all__ = ["Status", "group_offsets", "lag_history", "lag_status", "log_end_offsets"]

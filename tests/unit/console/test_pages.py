@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from kafkacoord.console import pages
+from kafkacoord.console.lag import LagHistory
 from kafkacoord.console.live import MetadataTracker
 from kafkacoord.coordinator.protocol import controller_api as api
+from kafkacoord.spark.lag_history import LAG_SAMPLES, LagRecorder
+from kafkacoord.spark.tables import schemas
 from tests.unit.controller.support import Cluster
 from tests.unit.spark.warehouse_rows import NOW, leader_epochs, put, warehouse
 
@@ -103,3 +106,26 @@ def test_topic_page_shows_eligible_leader_replicas() -> None:
     page = pages.topic_page(tracked(c), "orders")
     assert page is not None and page["has_elr"]
     assert page["partitions"][0]["elr"] == [2] and page["partitions"][0]["isr"] == [1]
+
+
+def test_the_lag_chart_reaches_back_into_the_views_warehouse(tmp_path: Path) -> None:
+    wh = warehouse(tmp_path)
+    minute = 60_000
+    recorder = LagRecorder(resolution_ms=minute, retain_ms=24 * 60 * minute)
+    offsets = [("g", "orders", 0, 0, 10), ("g", "orders", 1, 0, 20), ("other", "orders", 0, 0, 0)]
+    for i in range(3):  # three stored minutes, long before the daemon started sampling
+        at = NOW - (10 - i) * minute
+        ends = {("orders", 0): (at, 15 + i), ("orders", 1): (at, 30)}
+        wh.commit({LAG_SAMPLES: recorder.rows(at, offsets, ends)}, schemas())
+    stored = pages.warehouse_lag(tmp_path / "wh", "g", now_ms=NOW)
+    assert stored == [(NOW - (10 - i) * minute, 5 + i + 10) for i in range(3)]
+
+    ring = LagHistory()
+    ring.record("g", NOW - 9 * minute + 1, {("orders", 0): 10}, {("orders", 0): 99})
+    series = pages.lag_series("g", ring, stored)
+    # Stored points older than the ring's first sample come first; the overlap is the ring's.
+    assert series["stored"] == 2
+    assert series["lag"] == [15, 16, 89]
+    assert series["t"][0] == (NOW - 10 * minute) / 1000
+    # No ring yet: everything stored is drawn.
+    assert pages.lag_series("g", LagHistory(), stored)["lag"] == [15, 16, 17]
