@@ -33,6 +33,8 @@ from .models import (
     OffsetCommitValue,
     PartitionKey,
     PartitionValue,
+    RebalanceKey,
+    RebalanceValue,
     ShardLeaderKey,
     ShardLeaderValue,
     TopicKey,
@@ -47,6 +49,7 @@ class RecordType(IntEnum):
     NODE = 2
     TOPIC = 3
     PARTITION = 4
+    REBALANCE = 5
     GROUP_METADATA = 10
     OFFSET_COMMIT = 11
     SHARD_LEADER = 12
@@ -86,6 +89,7 @@ SPECS: Final[dict[RecordType, RecordSpec]] = {
         RecordSpec(RecordType.NODE, "node", NodeKey, NodeValue),
         RecordSpec(RecordType.TOPIC, "topic", TopicKey, TopicValue),
         RecordSpec(RecordType.PARTITION, "partition", PartitionKey, PartitionValue),
+        RecordSpec(RecordType.REBALANCE, "rebalance", RebalanceKey, RebalanceValue),
         RecordSpec(
             RecordType.GROUP_METADATA, "group_metadata", GroupMetadataKey, GroupMetadataValue
         ),

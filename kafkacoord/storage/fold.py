@@ -69,7 +69,15 @@ def offsets_policy(retention_ms: int) -> FoldPolicy:
 
 def metadata_policy() -> FoldPolicy:
     return FoldPolicy(
-        frozenset({RecordType.CONTROLLER, RecordType.NODE, RecordType.TOPIC, RecordType.PARTITION}),
+        frozenset(
+            {
+                RecordType.CONTROLLER,
+                RecordType.NODE,
+                RecordType.TOPIC,
+                RecordType.PARTITION,
+                RecordType.REBALANCE,
+            }
+        ),
         fenced_by_controller_epoch=True,
     )
 

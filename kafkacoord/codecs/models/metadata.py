@@ -158,3 +158,79 @@ class PartitionValue(AvroModel):
             elr=tuple(data.get("elr", ())),
             last_known_elr=tuple(data.get("last_known_elr", ())),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceKey(AvroModel):
+    """The rebalance slot's key (type tag 5, no fields): one rebalance at a time."""
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceMove(AvroModel):
+    """One partition of a rebalance: its replicas when planned, and its target."""
+
+    topic: str
+    partition: int
+    original_replicas: tuple[int, ...]
+    target_replicas: tuple[int, ...]
+
+    @property
+    def moves_data(self) -> bool:
+        """Replicas change (not only their order, which moves just the preferred leader)."""
+        return set(self.original_replicas) != set(self.target_replicas)
+
+    @classmethod
+    def from_avro(cls, data: dict[str, Any]) -> Self:
+        return cls(data["topic"], data["partition"], tuple(data["original_replicas"]),
+                   tuple(data["target_replicas"]))  # fmt: skip
+
+
+class RebalanceState(str, Enum):
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"  # no new moves; in-flight ones finish
+    COMPLETED = "COMPLETED"
+    STOPPED = "STOPPED"
+
+    @property
+    def finished(self) -> bool:
+        return self in (RebalanceState.COMPLETED, RebalanceState.STOPPED)
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceValue(AvroModel):
+    """A goal-based rebalance: its target moves and limits, and its state."""
+
+    proposal_id: str
+    state: RebalanceState
+    goals: tuple[str, ...]
+    remove_nodes: tuple[int, ...]
+    moves: tuple[RebalanceMove, ...]
+    max_concurrent_moves_per_node: int
+    max_concurrent_moves: int
+    max_concurrent_leader_moves: int
+    started_ms: int
+    updated_ms: int
+    controller_epoch: int
+    message: str = ""
+
+    def to_avro(self) -> dict[str, Any]:
+        data = super(RebalanceValue, self).to_avro()
+        data["state"] = self.state.value
+        return data
+
+    @classmethod
+    def from_avro(cls, data: dict[str, Any]) -> Self:
+        return cls(
+            proposal_id=data["proposal_id"],
+            state=RebalanceState(data["state"]),
+            goals=tuple(data["goals"]),
+            remove_nodes=tuple(data["remove_nodes"]),
+            moves=tuple(RebalanceMove.from_avro(m) for m in data["moves"]),
+            max_concurrent_moves_per_node=data["max_concurrent_moves_per_node"],
+            max_concurrent_moves=data["max_concurrent_moves"],
+            max_concurrent_leader_moves=data["max_concurrent_leader_moves"],
+            started_ms=data["started_ms"],
+            updated_ms=data["updated_ms"],
+            controller_epoch=data["controller_epoch"],
+            message=data.get("message", ""),
+        )

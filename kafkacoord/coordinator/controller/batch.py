@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kafkacoord.codecs.models import NodeValue, PartitionValue, TopicValue
+from kafkacoord.codecs.models import NodeValue, PartitionValue, RebalanceValue, TopicValue
 from kafkacoord.coordinator.runtime.shard import Record
 
 from .image import TP, MetadataImage, is_live_node
@@ -18,6 +18,7 @@ from .records import (
     node_record,
     partition_record,
     partition_tombstone,
+    rebalance_record,
     topic_record,
     topic_tombstone,
 )
@@ -35,6 +36,7 @@ class Batch:
         "_live",
         "_nodes",
         "_partitions",
+        "_rebalance",
         "_topics",
         "elr_min_isr",
         "epoch",
@@ -57,6 +59,7 @@ class Batch:
         self._topics: dict[str, TopicValue | None] = {}
         self._partitions: dict[TP, PartitionValue | None] = {}
         self._live: frozenset[int] | None = None
+        self._rebalance: RebalanceValue | None = None
         # Partitions changed here that are (or were) being reassigned.
         self.reassign_keys: dict[TP, None] = {}
 
@@ -76,6 +79,10 @@ class Batch:
         if self._live is None:
             self._live = frozenset(n for n, v in self.nodes().items() if is_live_node(v))
         return self._live
+
+    def rebalance(self) -> RebalanceValue | None:
+        """The running or last rebalance, as this batch left it."""
+        return self._rebalance if self._rebalance is not None else self.image.rebalance
 
     def topic(self, name: str) -> TopicValue | None:
         pending = self._topics.get(name, _MISSING)
@@ -130,6 +137,10 @@ class Batch:
         self._nodes[value.node_id] = value
         self._live = None
         self.records.append(node_record(value))
+
+    def put_rebalance(self, value: RebalanceValue) -> None:
+        self._rebalance = value
+        self.records.append(rebalance_record(value))
 
     def put_topic(self, value: TopicValue) -> None:
         self._topics[value.name] = value

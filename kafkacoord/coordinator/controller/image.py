@@ -26,6 +26,8 @@ from kafkacoord.codecs.models import (
     NodeValue,
     PartitionKey,
     PartitionValue,
+    RebalanceKey,
+    RebalanceValue,
     TopicKey,
     TopicValue,
 )
@@ -88,6 +90,8 @@ class MetadataImage:
         self.fence = ControllerEpochFence()
         self.nodes: dict[int, NodeValue] = {}
         self.topics: dict[str, TopicValue] = {}
+        # The running or the last goal-based rebalance.
+        self.rebalance: RebalanceValue | None = None
         self._partitions: dict[str, dict[int, PartitionValue]] = {}
         self._leads: dict[int, set[TP]] = {}
         self._in_isr: dict[int, set[TP]] = {}
@@ -134,6 +138,9 @@ class MetadataImage:
                 self.topics.pop(key.name, None)
             else:
                 self.topics[key.name] = value
+        elif isinstance(key, RebalanceKey):
+            assert value is None or isinstance(value, RebalanceValue)
+            self.rebalance = value
         elif isinstance(key, ControllerKey):
             # A tombstone of the controller record forgets who leads, not the epoch fence.
             if value is None:

@@ -16,6 +16,8 @@ from kafkacoord.codecs.models import (
     NodeValue,
     PartitionKey,
     PartitionValue,
+    RebalanceKey,
+    RebalanceValue,
     TopicKey,
     TopicValue,
 )
@@ -27,6 +29,7 @@ __all__ = [
     "node_value",
     "partition_record",
     "partition_tombstone",
+    "rebalance_record",
     "topic_record",
     "topic_tombstone",
     "topic_value",
@@ -104,3 +107,7 @@ def partition_record(value: PartitionValue) -> Record:
 
 def partition_tombstone(topic: str, partition: int) -> Record:
     return Record(PartitionKey(topic, partition), None)
+
+
+def rebalance_record(value: RebalanceValue) -> Record:
+    return Record(RebalanceKey(), value)

@@ -46,6 +46,7 @@ from .leadership import REBALANCE_TIMER, LeadershipManager
 from .nodes import SESSION_TIMER, NodeManager
 from .partitions import PartitionManager
 from .reassignments import ReassignmentManager
+from .rebalance_execution import EXECUTE_TIMER, STEP_INTERVAL_MS, RebalanceExecutor
 from .records import controller_record
 from .states import ReplicaState, ReplicaStateMachine
 from .topic_creation import TopicCreator
@@ -122,6 +123,7 @@ class ControllerShard:
         self.deletions = TopicDeleter(config, self.replica_states, self.timers)
         self.internal_topics = InternalTopics(config, self.topics, self.reassignments)
         self.leadership = LeadershipManager(config, self.partitions)
+        self.rebalances = RebalanceExecutor(self.reassignments)
         # The epoch this controller writes with; set by on_loaded.
         self.epoch = -1
         self._loaded = False
@@ -137,6 +139,8 @@ class ControllerShard:
             "CreatePartitions": self.topics.create_partitions,
             "AlterReassignments": self.reassignments.alter,
             "ElectLeaders": self.leadership.elect_leaders,
+            "StartRebalance": self.rebalances.start,
+            "StopRebalance": self.rebalances.stop,
         }
 
     # -- Shard protocol ----------------------------------------------------------------------
@@ -177,6 +181,7 @@ class ControllerShard:
         self.deletions.resume(batch)
         self.internal_topics.ensure(batch)
         self.reassignments.resume(batch)
+        self._step_rebalance(batch)
         if self.config.auto_leader_rebalance_enable:
             self.timers.schedule(
                 REBALANCE_TIMER, now_ms + self.config.leader_imbalance_check_interval_ms
@@ -212,6 +217,8 @@ class ControllerShard:
             with _gc_paused(self.config.pause_gc_in_handlers):
                 body = handler(batch, request.body)
                 self.reassignments.settle(batch)
+                if request.api != "NodeHeartbeat":  # the common request changes no partition
+                    self._step_rebalance(batch)
         except ProtocolError as exc:
             self._restore(saved)
             return self._error(request, exc.code, exc.message)
@@ -264,10 +271,21 @@ class ControllerShard:
                     log.info("node %d session expired: fenced", key[1])
             elif isinstance(key, tuple) and key[0] == DELETE_TOPIC_TIMER:
                 self.deletions.finish(batch, key[1])
+            elif key == EXECUTE_TIMER:
+                pass  # the step below runs on every timer run
             else:
                 log.error("unknown controller timer %r", key)
         self.reassignments.settle(batch)
+        self._step_rebalance(batch)
         return self._result(batch.records)
+
+    def _step_rebalance(self, batch: Batch) -> None:
+        """Move a running rebalance on; its timer ticks while it runs."""
+        if self.rebalances.step(batch):
+            if EXECUTE_TIMER not in self.timers:
+                self.timers.schedule(EXECUTE_TIMER, batch.now_ms + STEP_INTERVAL_MS)
+        else:
+            self.timers.cancel(EXECUTE_TIMER)
 
     def next_deadline_ms(self) -> int | None:
         return self.timers.next_deadline() if self.active else None

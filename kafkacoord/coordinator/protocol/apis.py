@@ -45,6 +45,9 @@ CONTROLLER_APIS: Final[dict[str, ApiSpec]] = {
         _spec(37, c.CreatePartitions, c.CreatePartitionsResponse, admin=True),
         _spec(45, c.AlterReassignments, c.PartitionResults, admin=True),
         _spec(43, c.ElectLeaders, c.PartitionResults, admin=True),
+        # kafkacoord's own: Cruise Control's rebalance and stop_proposal_execution.
+        _spec(1001, c.StartRebalance, c.StartRebalanceResponse, admin=True),
+        _spec(1002, c.StopRebalance, c.StopRebalanceResponse, admin=True),
     )
 }
 

@@ -147,3 +147,40 @@ class ElectLeaders(Body):
     election_type: Literal["preferred", "unclean"]
     # None means every partition (--all-topic-partitions).
     partitions: list[TopicPartitionRef] | None = None
+
+
+class RebalanceMoveBody(Body):
+    topic: str
+    partition: int = Field(ge=0)
+    # The replicas the plan started from: a partition that changed since is refused.
+    original_replicas: list[int]
+    target_replicas: list[int] = Field(min_length=1)
+
+
+class StartRebalance(Body):
+    """Execute a planned rebalance (``kafkacoord rebalance execute``)."""
+
+    proposal_id: str = Field(min_length=1, max_length=64)
+    goals: list[str] = Field(default_factory=list)
+    remove_nodes: list[int] = Field(default_factory=list)
+    moves: list[RebalanceMoveBody]
+    max_concurrent_moves_per_node: int = Field(5, ge=1)
+    max_concurrent_moves: int = Field(100, ge=1)
+    max_concurrent_leader_moves: int = Field(1000, ge=1)
+
+
+class StartRebalanceResponse(Body):
+    proposal_id: str
+    moves: int
+    state: str
+
+
+class StopRebalance(Body):
+    """Cancel the queued moves of the running rebalance; in-flight ones finish."""
+
+    proposal_id: str | None = None  # None: whichever runs
+
+
+class StopRebalanceResponse(Body):
+    proposal_id: str
+    state: str

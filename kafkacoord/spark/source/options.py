@@ -20,7 +20,13 @@ class Role(str, Enum):
     def allowed(self) -> frozenset[RecordType]:
         if self is Role.METADATA:
             return frozenset(
-                {RecordType.CONTROLLER, RecordType.NODE, RecordType.TOPIC, RecordType.PARTITION}
+                {
+                    RecordType.CONTROLLER,
+                    RecordType.NODE,
+                    RecordType.TOPIC,
+                    RecordType.PARTITION,
+                    RecordType.REBALANCE,
+                }
             )
         if self is Role.OFFSETS:
             # As the loader's offsets policy: ShardLeader markers fence deposed shard leaders.

@@ -32,6 +32,10 @@ from kafkacoord.codecs.models import (
     PartitionState,
     PartitionValue,
     Reassignment,
+    RebalanceKey,
+    RebalanceMove,
+    RebalanceState,
+    RebalanceValue,
     ShardLeaderKey,
     ShardLeaderValue,
     TopicKey,
@@ -86,6 +90,22 @@ SAMPLES: dict[RecordType, tuple[AvroModel, AvroModel]] = {
         OffsetCommitValue(42, "meta", T0, 3, None),
     ),
     RecordType.SHARD_LEADER: (ShardLeaderKey(), ShardLeaderValue(4, 2, "inc-2", T0)),
+    RecordType.REBALANCE: (
+        RebalanceKey(),
+        RebalanceValue(
+            "p1",
+            RebalanceState.RUNNING,
+            ("rack",),
+            (3,),
+            (RebalanceMove("orders", 0, (1, 3), (2, 4)),),
+            5,
+            100,
+            1000,
+            T0,
+            T0,
+            2,
+        ),
+    ),
 }
 ENCODED: dict[RecordType, tuple[bytes, bytes]] = {
     t: (encode_key(k), encode_value(v)) for t, (k, v) in SAMPLES.items()

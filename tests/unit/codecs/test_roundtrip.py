@@ -37,6 +37,10 @@ from kafkacoord.codecs.models import (
     PartitionState,
     PartitionValue,
     Reassignment,
+    RebalanceKey,
+    RebalanceMove,
+    RebalanceState,
+    RebalanceValue,
     ShardLeaderKey,
     ShardLeaderValue,
     TopicKey,
@@ -95,6 +99,7 @@ KEYS: dict[RecordType, st.SearchStrategy[Any]] = {
     RecordType.GROUP_METADATA: st.builds(GroupMetadataKey, group=texts),
     RecordType.OFFSET_COMMIT: st.builds(OffsetCommitKey, group=texts, topic=texts, partition=ints),
     RecordType.SHARD_LEADER: st.just(ShardLeaderKey()),
+    RecordType.REBALANCE: st.just(RebalanceKey()),
 }
 
 VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
@@ -165,6 +170,30 @@ VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
     ),
     RecordType.SHARD_LEADER: st.builds(
         ShardLeaderValue, leader_epoch=ints, node_id=ints, incarnation=texts, activated_ms=longs
+    ),
+    RecordType.REBALANCE: st.builds(
+        RebalanceValue,
+        proposal_id=texts,
+        state=st.sampled_from(RebalanceState),
+        goals=st.lists(texts, max_size=3).map(tuple),
+        remove_nodes=int_arrays,
+        moves=st.lists(
+            st.builds(
+                RebalanceMove,
+                topic=texts,
+                partition=ints,
+                original_replicas=int_arrays,
+                target_replicas=int_arrays,
+            ),
+            max_size=4,
+        ).map(tuple),
+        max_concurrent_moves_per_node=ints,
+        max_concurrent_moves=ints,
+        max_concurrent_leader_moves=ints,
+        started_ms=longs,
+        updated_ms=longs,
+        controller_epoch=ints,
+        message=texts,
     ),
 }
 
