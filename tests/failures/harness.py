@@ -197,9 +197,11 @@ class FailureCluster:
 
     # -- service nodes ---------------------------------------------------------------------
 
-    def start_node(self, node: int, replicas: Replicas | None = None) -> NodeAgent:
+    def start_node(
+        self, node: int, replicas: Replicas | None = None, *, rack: str | None = None
+    ) -> NodeAgent:
         replicas = replicas or Replicas()
-        agent = NodeAgent(self.bootstrap, node_id=node, handler=replicas,
+        agent = NodeAgent(self.bootstrap, node_id=node, handler=replicas, rack=rack,
                           topic_prefix=self.prefix, heartbeat_interval_ms=500)  # fmt: skip
         replicas.agent = agent
         self.replicas[node] = replicas

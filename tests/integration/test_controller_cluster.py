@@ -231,3 +231,50 @@ def test_admin_commands_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
     assert 6 not in _leaders(cluster, "cli").values()
     assert "is marked for deletion" in run("topics", "delete", "--topic", "cli")
     wait_until(lambda: cluster.image().topic("cli") is None, what="topic deleted")
+
+
+def test_rebalance_commands_end_to_end(cluster: Cluster) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from kafkacoord.cli.main import app
+
+    runner = CliRunner()
+    env = {"KAFKACOORD_BOOTSTRAP": cluster.bootstrap,
+           "KAFKACOORD_TOPIC_PREFIX": cluster.topics.prefix}  # fmt: skip
+
+    def run(*args: str, code: int = 0) -> str:
+        result = runner.invoke(app, list(args), env=env)
+        assert result.exit_code == code, result.output
+        return result.output
+
+    # Nodes 5 and 6 hold nothing: the plan fills them.
+    cluster.admin.create_topic("skewed", replica_assignment={p: [1 + p % 4, 1 + (p + 1) % 4]
+                                                             for p in range(12)})  # fmt: skip
+    assert "no rebalance has run" in run("rebalance", "status", code=1)
+    planned = json.loads(run("rebalance", "plan", "--json"))
+    by_node = {n["node"]: n for n in planned["nodes"]}
+    assert by_node[5]["replicas_before"] == 0 and by_node[5]["replicas_after"] >= 3
+    assert planned["replica_moves"] >= planned["replica_moves_lower_bound"] > 0
+    assert all(100 not in m["to"] for m in planned["moves"])  # daemons hold no user replicas
+    assert cluster.image().rebalance is None  # a plan is a dry run
+    assert "REPLICAS" in run("rebalance")  # the default command is the plan
+
+    out = run("rebalance", "execute", "--max-concurrent-moves-per-node", "2", "--wait")
+    assert "COMPLETED" in out and "[####" in out
+    status = json.loads(run("rebalance", "status", "--json"))
+    assert status["state"] == "COMPLETED" and status["done"] == status["moves"] > 0
+    counts = [sum(n in v.replicas for v in cluster.image().partitions_of("skewed"))
+              for n in NODES]  # fmt: skip
+    assert max(counts) - min(counts) <= 1, counts
+    assert "no rebalance is running" in run("rebalance", "stop", code=1)
+
+    # Leadership away from node 1 (no data moves), then drain node 6.
+    run("nodes", "demote", "1", "--wait")
+    image = cluster.image()
+    assert all(v.replicas[0] != 1 for v in image.partitions_of("skewed"))
+    assert all(v.leader != 1 for v in image.partitions_of("skewed"))
+    run("nodes", "remove", "6", "--wait")
+    assert all(6 not in v.replicas for v in cluster.image().partitions_of("skewed"))
+    assert "not registered and live" in run("nodes", "add", "42", code=1)

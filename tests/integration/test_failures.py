@@ -15,6 +15,7 @@ from tests.failures.bad_requests import FUZZ_FRAMES, GARBAGE, run_bad_requests
 from tests.failures.broker import EmbeddedBrokerControl
 from tests.failures.kill_storm import run_kill_storm
 from tests.failures.reassignment import run_reassignment_failover
+from tests.failures.rebalance import LIMITS, run_rebalance_failover
 from tests.failures.zombies import run_controller_zombie, run_shard_zombie
 
 pytestmark = pytest.mark.integration
@@ -50,3 +51,12 @@ def test_reassignment_across_controller_failover(
 ) -> None:
     figures = run_reassignment_failover(private_broker, tmp_path)
     assert figures.in_flight_at_kill >= 1
+
+
+def test_rebalance_across_controller_failover(
+    private_broker: EmbeddedBrokerControl, tmp_path: Path
+) -> None:
+    figures = run_rebalance_failover(private_broker, tmp_path)
+    assert 0 < figures.done_at_kill < figures.moves
+    # The limits were reached (so they were what held the moves back), never exceeded.
+    assert figures.max_in_flight_per_node == LIMITS.max_concurrent_moves_per_node

@@ -111,6 +111,12 @@ class ControllerAdmin:
         )  # fmt: skip
         return self.call(body, api.PartitionResults).results
 
+    def start_rebalance(self, body: api.StartRebalance) -> api.StartRebalanceResponse:
+        return self.call(body, api.StartRebalanceResponse)
+
+    def stop_rebalance(self, proposal_id: str | None = None) -> api.StopRebalanceResponse:
+        return self.call(api.StopRebalance(proposal_id=proposal_id), api.StopRebalanceResponse)
+
     def fence_node(self, node_id: int) -> None:
         self.call(api.FenceNode(node_id=node_id), Empty)
 

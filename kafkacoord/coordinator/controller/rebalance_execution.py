@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final
@@ -53,6 +54,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 EXECUTE_TIMER: Final = "rebalance-execute"
+Lookup = Callable[[str, int], PartitionValue | None]
 # Safety net: a step also runs on every partition change; the timer catches the rest.
 STEP_INTERVAL_MS: Final = 1_000
 _SHOWN: Final = 5
@@ -105,10 +107,11 @@ class Progress:
         return self.counts[MoveStatus.IN_FLIGHT]
 
 
-def progress(rebalance: RebalanceValue, batch: Batch) -> Progress:
+def progress(rebalance: RebalanceValue, lookup: Lookup) -> Progress:
+    """``lookup``: a partition's current value (a batch's or an image's ``partition``)."""
     found = Progress()
     for move in rebalance.moves:
-        current = batch.partition(move.topic, move.partition)
+        current = lookup(move.topic, move.partition)
         status = move_status(move, current)
         found.counts[status] += 1
         if status is MoveStatus.PENDING:
@@ -136,7 +139,7 @@ class RebalanceExecutor:
     def start(self, batch: Batch, body: api.StartRebalance) -> api.StartRebalanceResponse:
         running = batch.rebalance()
         if running is not None and not running.state.finished:
-            done = progress(running, batch).counts[MoveStatus.DONE]
+            done = progress(running, batch.partition).counts[MoveStatus.DONE]
             raise ProtocolError(
                 ErrorCode.REASSIGNMENT_IN_PROGRESS,
                 f"rebalance {running.proposal_id} is {running.state.value} ({done}/"
@@ -226,11 +229,12 @@ class RebalanceExecutor:
         rebalance = batch.rebalance()
         if rebalance is None or rebalance.state.finished:
             return False
-        found = progress(rebalance, batch)
+        found = progress(rebalance, batch.partition)
         if rebalance.state is RebalanceState.RUNNING:
             leader_moves = self._start_moves(batch, rebalance, found)
             self._elect_preferred(batch, rebalance, found, leader_moves)
-            found = progress(rebalance, batch)
+            rebalance = batch.rebalance() or rebalance  # refused moves may have left it
+            found = progress(rebalance, batch.partition)
         if found.in_flight == 0 and (
             rebalance.state is RebalanceState.STOPPING or not found.pending
         ):
@@ -250,6 +254,7 @@ class RebalanceExecutor:
         """Start pending moves within the limits; returns the order-only moves made."""
         leader_moves = 0
         moving, per_node = found.moving, found.per_node
+        refused: dict[RebalanceMove, str] = {}
         for move in found.pending:
             current = batch.partition(move.topic, move.partition)
             assert current is not None
@@ -273,13 +278,19 @@ class RebalanceExecutor:
                 self.reassignments.alter_one(batch, move.topic, move.partition,
                                              move.target_replicas)  # fmt: skip
             except ProtocolError as exc:
-                log.warning("rebalance %s: %s-%d not moved: %s", rebalance.proposal_id,
-                            move.topic, move.partition, exc.message)  # fmt: skip
+                refused[move] = f"{move.topic}-{move.partition}: {exc.message}"
                 continue
             after = batch.partition(move.topic, move.partition)
             if after is not None and after.reassignment is not None:
                 moving += 1
                 per_node.update(nodes)
+        if refused:  # dropped from the plan, or it would wait for them forever
+            for reason in refused.values():
+                log.warning("rebalance %s: not moved: %s", rebalance.proposal_id, reason)
+            shown = "; ".join(list(refused.values())[:_SHOWN])
+            note = f"{rebalance.message}; " if rebalance.message else ""
+            self._put(batch, rebalance, rebalance.state, f"{note}not moved: {shown}",
+                      moves=tuple(m for m in rebalance.moves if m not in refused))  # fmt: skip
         return leader_moves
 
     @staticmethod
@@ -302,11 +313,18 @@ class RebalanceExecutor:
                 budget -= 1
 
     @staticmethod
-    def _put(batch: Batch, old: RebalanceValue, state: RebalanceState, message: str) -> None:
+    def _put(
+        batch: Batch,
+        old: RebalanceValue,
+        state: RebalanceState,
+        message: str,
+        *,
+        moves: tuple[RebalanceMove, ...] | None = None,
+    ) -> None:
         batch.put_rebalance(
             RebalanceValue(
                 proposal_id=old.proposal_id, state=state, goals=old.goals,
-                remove_nodes=old.remove_nodes, moves=old.moves,
+                remove_nodes=old.remove_nodes, moves=old.moves if moves is None else moves,
                 max_concurrent_moves_per_node=old.max_concurrent_moves_per_node,
                 max_concurrent_moves=old.max_concurrent_moves,
                 max_concurrent_leader_moves=old.max_concurrent_leader_moves,

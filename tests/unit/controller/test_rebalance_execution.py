@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections import Counter
 
 from kafkacoord.codecs.models import RebalanceKey, RebalanceState, RebalanceValue
+from kafkacoord.coordinator.controller.config import InternalTopicSpec
 from kafkacoord.coordinator.controller.planner import plan_rebalance
 from kafkacoord.coordinator.controller.rebalance_execution import nodes_of
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
 
-from .support import Cluster
+from .support import Cluster, quiet_config
 
 RACKS = {n: f"r{n % 3}" for n in range(1, 9)}
 
@@ -196,3 +197,26 @@ def test_nodes_of_a_move_are_those_that_gain_or_lose_a_replica() -> None:
     from kafkacoord.codecs.models import RebalanceMove
 
     assert nodes_of(RebalanceMove("t", 0, (1, 2, 3), (3, 4, 1))) == {2, 4}
+
+
+def test_a_move_the_controller_refuses_is_dropped_and_the_rest_completes() -> None:
+    shards = InternalTopicSpec("shards", partitions=1, replication_factor=1)
+    c = Cluster(quiet_config(internal_topics=(shards,)))
+    c.register(1, roles=["coordinator"])
+    c.register(2)
+    c.create("t", assignment={0: [2]})
+    assert c.p("shards").replicas == (1,)
+    # Node 2 may not host the internal topic: that move is refused when it would start.
+    body = api.StartRebalance(proposal_id="p", moves=[
+        api.RebalanceMoveBody(topic="shards", partition=0, original_replicas=[1],
+                              target_replicas=[2]),
+        api.RebalanceMoveBody(topic="t", partition=0, original_replicas=[2], target_replicas=[1]),
+    ])  # fmt: skip
+    c.ok(body)
+    while rebalance(c).state is RebalanceState.RUNNING and catch_up_one(c):
+        pass
+    done = rebalance(c)
+    assert done.state is RebalanceState.COMPLETED
+    assert [m.topic for m in done.moves] == ["t"]
+    assert "shards-0" in done.message and "role" in done.message
+    assert c.p("t").replicas == (1,) and c.p("shards").replicas == (1,)
