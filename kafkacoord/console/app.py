@@ -132,6 +132,7 @@ class Console:
             ("GET", "/groups/", self._group),
             ("GET", "/history", self._history),
             ("POST", "/reassignments/cancel", self._cancel),
+            ("POST", "/rebalance/stop", self._stop_rebalance),
             ("POST", "/leaders/elect", self._elect),
             ("POST", "/groups/", self._reset),
         ]
@@ -306,6 +307,16 @@ class Console:
             raise ConsoleHttpError(400, str(exc)) from exc
         log.info("console cancelled a reassignment", topic=tp[0], partition=tp[1])
         notice = f"{tp[0]}-{tp[1]}: " + (errors.get(tp) or "reassignment stopped")
+        return self._reassignments(request, "", notice=notice)
+
+    def _stop_rebalance(self, request: _Request, _: str) -> tuple[int, str]:
+        self._checked_form(request)
+        try:
+            state = self.access.stop_rebalance()
+        except RequestError as exc:
+            raise ConsoleHttpError(400, str(exc)) from exc
+        log.info("console stopped the rebalance", state=state)
+        notice = f"rebalance {state.lower()}: queued moves cancelled, moves in flight finish"
         return self._reassignments(request, "", notice=notice)
 
     def _elect(self, request: _Request, _: str) -> tuple[int, str]:

@@ -146,6 +146,10 @@ class ClusterAccess:
         """Stop these reassignments (Kafka: a null target); errors by partition."""
         return _failures(self.controller.alter_reassignments(dict.fromkeys(partitions)))
 
+    def stop_rebalance(self) -> str:
+        """Stop the running rebalance; its new state."""
+        return self.controller.stop_rebalance().state
+
     def elect_preferred(self, partitions: list[TP] | None) -> dict[TP, str]:
         results = self.controller.elect_leaders("preferred", partitions)
         return _failures(results, ErrorCode.ELECTION_NOT_NEEDED)

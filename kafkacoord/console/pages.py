@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kafkacoord.client.admin.rebalance import rebalance_status
 from kafkacoord.codecs.models import PartitionValue
 from kafkacoord.coordinator.controller.image import MetadataImage
 from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
@@ -231,7 +232,11 @@ def reassignments_page(tracker: MetadataTracker) -> dict[str, Any]:
         }
         for f in reversed(tracker.finished)
     ]
-    return {"running": running, "finished": finished[:HISTORY_ROWS]}
+    status = rebalance_status(image)
+    if status is not None:
+        status["progress"] = (status["done"] + status["diverged"]) / max(1, status["moves"])
+        status["running"] = status["state"] in ("RUNNING", "STOPPING")
+    return {"running": running, "finished": finished[:HISTORY_ROWS], "rebalance": status}
 
 
 def history_page(tracker: MetadataTracker) -> list[dict[str, Any]]:

@@ -179,6 +179,31 @@ def test_stopping_a_reassignment_from_its_page(scene: Scene, page: Any, artifact
     assert "stopped" in page.locator("#finished tbody tr").first.inner_text()
 
 
+def test_a_rebalance_shows_its_progress_and_stops_from_the_page(
+    scene: Scene, page: Any, artifacts: Path
+) -> None:
+    # orders-1 moves to node 2, which never reports in sync: the move stays in flight.
+    move = api.RebalanceMoveBody(topic="orders", partition=1, original_replicas=[1],
+                                 target_replicas=[2])  # fmt: skip
+    scene.admin.start_rebalance(api.StartRebalance(proposal_id="ui-grow", moves=[move]))
+    page.goto(scene.url + "/reassignments")
+    _eventually(lambda: page.locator("#rebalance-state").inner_text() == "RUNNING",
+                "the rebalance on the page")  # fmt: skip
+    assert page.locator("#rebalance-id").inner_text() == "ui-grow"
+    assert page.locator("#rebalance-progress").count() == 1
+    _shot(page, artifacts, "rebalance")
+    page.locator("form[action='/rebalance/stop'] button").click()
+    page.wait_for_selector("#notice")
+    assert "rebalance stopping" in page.locator("#notice").inner_text()
+    assert any("Stop rebalance ui-grow" in d for d in page.dialogs)
+    rebalance = scene.admin.metadata().rebalance
+    assert rebalance is not None and rebalance.state.value == "STOPPING"
+    # Stopping lets the move in flight finish; cancelling it ends the rebalance.
+    scene.admin.alter_reassignments({("orders", 1): None})
+    _eventually(lambda: scene.admin.metadata().rebalance.state.value == "STOPPED",  # type: ignore[union-attr]
+                "the rebalance to stop")  # fmt: skip
+
+
 def test_the_lag_chart_rises_when_the_consumer_stops(
     scene: Scene, page: Any, artifacts: Path
 ) -> None:

@@ -129,3 +129,22 @@ def test_the_lag_chart_reaches_back_into_the_views_warehouse(tmp_path: Path) -> 
     assert series["t"][0] == (NOW - 10 * minute) / 1000
     # No ring yet: everything stored is drawn.
     assert pages.lag_series("g", LagHistory(), stored)["lag"] == [15, 16, 17]
+
+
+def test_reassignments_page_shows_the_rebalance_and_its_progress() -> None:
+    c = Cluster()
+    c.add_nodes([1, 2, 3])
+    c.create("t", assignment={0: [1], 1: [1], 2: [2]})
+    c.ok(api.StartRebalance(proposal_id="grow", moves=[
+        api.RebalanceMoveBody(topic="t", partition=0, original_replicas=[1], target_replicas=[3]),
+        api.RebalanceMoveBody(topic="t", partition=1, original_replicas=[1], target_replicas=[3]),
+    ], max_concurrent_moves_per_node=1))  # fmt: skip
+    page = pages.reassignments_page(tracked(c))
+    rebalance = page["rebalance"]
+    assert (rebalance["proposal_id"], rebalance["state"]) == ("grow", "RUNNING")
+    assert (rebalance["in_flight"], rebalance["pending"], rebalance["progress"]) == (1, 1, 0.0)
+    assert rebalance["running"] and len(page["running"]) == 1
+    c.caught_up(3, "t", 0)
+    c.caught_up(3, "t", 1)
+    done = pages.reassignments_page(tracked(c))["rebalance"]
+    assert (done["state"], done["progress"], done["running"]) == ("COMPLETED", 1.0, False)
