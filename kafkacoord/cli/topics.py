@@ -1,4 +1,5 @@
-"""``kafkacoord topics``, after kafka-topics: create, list, describe, delete, add-partitions."""
+"""``kafkacoord topics``, after kafka-topics: create, list, describe, delete, add-partitions;
+and alter-configs, after kafka-configs."""
 
 from __future__ import annotations
 
@@ -120,3 +121,35 @@ def topics_add_partitions(
     for partition, replicas in sorted(created.assignment.items()):
         typer.echo(f"\tPartition: {partition}\tReplicas: {','.join(map(str, replicas))}")
     typer.echo(f"Topic {topic} now has {partitions} partitions.")
+
+
+@topics_app.command("alter-configs")
+def topics_alter_configs(
+    topic: TopicOption,
+    add_config: Annotated[
+        list[str] | None, typer.Option("--add-config", help="Set key=value (repeatable).")
+    ] = None,
+    delete_config: Annotated[
+        list[str] | None, typer.Option("--delete-config", help="Remove a key (repeatable).")
+    ] = None,
+    validate_only: Annotated[
+        bool, typer.Option("--validate-only", help="Check and show the result; change nothing.")
+    ] = False,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+) -> None:
+    """Change a topic's configs (kafka-configs --alter). A new min.insync.replicas clears
+    the topic's eligible leader replicas (KIP-966)."""
+    if not add_config and not delete_config:
+        fail("give --add-config key=value or --delete-config key", 2)
+    with admin_session(config, bootstrap) as admin:
+        result = admin.alter_topic_configs(
+            topic, parse_configs(add_config or []), delete_config or [],
+            validate_only=validate_only,
+        )  # fmt: skip
+    shown = ",".join(f"{k}={v}" for k, v in sorted(result.configs.items()))
+    verb = "would be" if validate_only else "are now"
+    typer.echo(f"Configs for topic {topic} {verb}: {shown or '(none)'}")
+    if result.elr_cleared:
+        typer.echo(f"min.insync.replicas changed: the ELR of {result.elr_cleared} partitions "
+                   "was cleared.")  # fmt: skip

@@ -252,12 +252,19 @@ def test_rebalance_commands_end_to_end(cluster: Cluster) -> None:
     # Nodes 5 and 6 hold nothing: the plan fills them.
     cluster.admin.create_topic("skewed", replica_assignment={p: [1 + p % 4, 1 + (p + 1) % 4]
                                                              for p in range(12)})  # fmt: skip
+    out = run("topics", "alter-configs", "--topic", "skewed", "--add-config",
+              "min.insync.replicas=2")  # fmt: skip
+    assert "Configs for topic skewed are now: min.insync.replicas=2" in out
+    assert "must be an integer" in run("topics", "alter-configs", "--topic", "skewed",
+                                       "--add-config", "min.insync.replicas=x", code=1)  # fmt: skip
     assert "no rebalance has run" in run("rebalance", "status", code=1)
     planned = json.loads(run("rebalance", "plan", "--json"))
     by_node = {n["node"]: n for n in planned["nodes"]}
     assert by_node[5]["replicas_before"] == 0 and by_node[5]["replicas_after"] >= 3
     assert planned["replica_moves"] >= planned["replica_moves_lower_bound"] > 0
-    assert all(100 not in m["to"] for m in planned["moves"])  # daemons hold no user replicas
+    daemons = set(DAEMONS)
+    for move in planned["moves"]:  # daemons hold the group shards, never user replicas
+        assert (move["topic"] == "skewed") == daemons.isdisjoint(move["to"]), move
     assert cluster.image().rebalance is None  # a plan is a dry run
     assert "REPLICAS" in run("rebalance")  # the default command is the plan
 

@@ -88,6 +88,19 @@ class ControllerAdmin:
         )  # fmt: skip
         return self.call(body, api.CreatePartitionsResponse)
 
+    def alter_topic_configs(
+        self,
+        topic: str,
+        set_configs: Mapping[str, str],
+        delete_configs: Sequence[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> api.AlterTopicConfigsResponse:
+        body = api.AlterTopicConfigs(topic=topic, set_configs=dict(set_configs),
+                                     delete_configs=list(delete_configs),
+                                     validate_only=validate_only)  # fmt: skip
+        return self.call(body, api.AlterTopicConfigsResponse)
+
     def alter_reassignments(
         self, targets: Mapping[tuple[str, int], Sequence[int] | None]
     ) -> list[api.PartitionResult]:

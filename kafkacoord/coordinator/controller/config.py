@@ -6,12 +6,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
+
 __all__ = [
     "COORDINATOR_ROLE",
     "MIN_INSYNC_REPLICAS",
     "UNCLEAN_LEADER_ELECTION",
     "ControllerConfig",
     "InternalTopicSpec",
+    "validate_topic_configs",
 ]
 
 COORDINATOR_ROLE = "coordinator"
@@ -110,3 +113,24 @@ class ControllerConfig:
 
     def internal_topic(self, name: str) -> InternalTopicSpec | None:
         return next((spec for spec in self.internal_topics if spec.name == name), None)
+
+
+def validate_topic_configs(configs: Mapping[str, str]) -> None:
+    """The topic configs the controller acts on must parse; others pass through."""
+    raw = configs.get(MIN_INSYNC_REPLICAS)
+    if raw is not None:
+        try:
+            valid = int(raw) >= 1
+        except ValueError:
+            valid = False
+        if not valid:
+            raise ProtocolError(
+                ErrorCode.INVALID_CONFIG,
+                f"{MIN_INSYNC_REPLICAS} must be an integer >= 1 (got {raw!r})",
+            )
+    raw = configs.get(UNCLEAN_LEADER_ELECTION)
+    if raw is not None and raw.strip().lower() not in ("true", "false"):
+        raise ProtocolError(
+            ErrorCode.INVALID_CONFIG,
+            f"{UNCLEAN_LEADER_ELECTION} must be true or false (got {raw!r})",
+        )

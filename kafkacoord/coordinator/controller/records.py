@@ -85,6 +85,7 @@ def topic_value(
     num_partitions: int | None = None,
     replication_factor: int | None = None,
     deleting: bool | None = None,
+    configs: dict[str, str] | None = None,
 ) -> TopicValue:
     """``old`` with the given fields changed, stamped with the writer's epoch."""
     return TopicValue(
@@ -96,7 +97,7 @@ def topic_value(
         ),
         created_ms=old.created_ms,
         controller_epoch=controller_epoch,
-        configs=old.configs,
+        configs=old.configs if configs is None else configs,
         deleting=old.deleting if deleting is None else deleting,
     )
 

@@ -49,6 +49,7 @@ from .reassignments import ReassignmentManager
 from .rebalance_execution import EXECUTE_TIMER, STEP_INTERVAL_MS, RebalanceExecutor
 from .records import controller_record
 from .states import ReplicaState, ReplicaStateMachine
+from .topic_configs import TopicConfigManager
 from .topic_creation import TopicCreator
 from .topic_deletion import DELETE_TOPIC_TIMER, TopicDeleter
 
@@ -120,6 +121,7 @@ class ControllerShard:
         self.nodes = NodeManager(config, self.partitions, self.timers)
         self.reassignments = ReassignmentManager(config, self.partitions, self.replica_states)
         self.topics = TopicCreator(config, self.rng)
+        self.topic_configs = TopicConfigManager(config)
         self.deletions = TopicDeleter(config, self.replica_states, self.timers)
         self.internal_topics = InternalTopics(config, self.topics, self.reassignments)
         self.leadership = LeadershipManager(config, self.partitions)
@@ -137,6 +139,7 @@ class ControllerShard:
             "CreateTopic": self.topics.create,
             "DeleteTopic": self._delete_topic,
             "CreatePartitions": self.topics.create_partitions,
+            "AlterTopicConfigs": self.topic_configs.alter,
             "AlterReassignments": self.reassignments.alter,
             "ElectLeaders": self.leadership.elect_leaders,
             "StartRebalance": self.rebalances.start,

@@ -24,7 +24,7 @@ from kafkacoord.coordinator.protocol.controller_api import (
 
 from .batch import Batch
 from .changes import NO_LEADER, Election
-from .config import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION, ControllerConfig
+from .config import ControllerConfig, validate_topic_configs
 from .placement import (
     AdminOperationError,
     InvalidPartitionsError,
@@ -40,26 +40,6 @@ __all__ = ["TopicCreator"]
 
 def _nodes_phrase(count: int, what: str) -> str:
     return f"{count} {what} node" if count == 1 else f"{count} {what} nodes"
-
-
-def _validate_configs(configs: Mapping[str, str]) -> None:
-    raw = configs.get(MIN_INSYNC_REPLICAS)
-    if raw is not None:
-        try:
-            valid = int(raw) >= 1
-        except ValueError:
-            valid = False
-        if not valid:
-            raise ProtocolError(
-                ErrorCode.INVALID_CONFIG,
-                f"{MIN_INSYNC_REPLICAS} must be an integer >= 1 (got {raw!r})",
-            )
-    raw = configs.get(UNCLEAN_LEADER_ELECTION)
-    if raw is not None and raw.strip().lower() not in ("true", "false"):
-        raise ProtocolError(
-            ErrorCode.INVALID_CONFIG,
-            f"{UNCLEAN_LEADER_ELECTION} must be true or false (got {raw!r})",
-        )
 
 
 class TopicCreator:
@@ -200,7 +180,7 @@ class TopicCreator:
                 ErrorCode.INVALID_TOPIC_EXCEPTION,
                 f"topic name {name!r} is reserved for an internal topic",
             )
-        _validate_configs(body.configs)
+        validate_topic_configs(body.configs)
         if body.replica_assignment is not None:
             if body.num_partitions != -1 or body.replication_factor != -1:
                 raise ProtocolError(

@@ -43,6 +43,8 @@ CONTROLLER_APIS: Final[dict[str, ApiSpec]] = {
         _spec(19, c.CreateTopic, c.CreateTopicResponse, admin=True),  # CreateTopics
         _spec(20, c.DeleteTopic, Empty, admin=True),  # DeleteTopics
         _spec(37, c.CreatePartitions, c.CreatePartitionsResponse, admin=True),
+        # IncrementalAlterConfigs, for topics.
+        _spec(44, c.AlterTopicConfigs, c.AlterTopicConfigsResponse, admin=True),
         _spec(45, c.AlterReassignments, c.PartitionResults, admin=True),
         _spec(43, c.ElectLeaders, c.PartitionResults, admin=True),
         # kafkacoord's own: Cruise Control's rebalance and stop_proposal_execution.

@@ -184,3 +184,18 @@ class StopRebalance(Body):
 class StopRebalanceResponse(Body):
     proposal_id: str
     state: str
+
+
+class AlterTopicConfigs(Body):
+    """kafka-configs --alter --entity-type topics (IncrementalAlterConfigs SET/DELETE)."""
+
+    topic: str
+    set_configs: dict[str, str] = Field(default_factory=dict)
+    delete_configs: list[str] = Field(default_factory=list)
+    validate_only: bool = False
+
+
+class AlterTopicConfigsResponse(Body):
+    configs: dict[str, str]
+    # Partitions whose ELR was cleared because min.insync.replicas changed (KIP-966).
+    elr_cleared: int = 0

@@ -116,3 +116,37 @@ def test_next_elr_rules() -> None:
     assert next_elr(shrunk, (1, 2, 3), (), 2) == ((2, 3, 1), ())
     assert without_node(shrunk, 4) is None
     assert without_node(shrunk, 2) == ((3,), ())
+
+
+def test_changing_min_isr_clears_the_elr() -> None:
+    c = min_isr_two()
+    c.ok(api.FenceNode(node_id=3))
+    c.ok(api.FenceNode(node_id=2))
+    assert c.p("t").elr == (2,)
+    epoch = c.p("t").partition_epoch
+    # Another config leaves it alone; a new minimum clears it (KIP-966).
+    same = c.ok(api.AlterTopicConfigs(topic="t", set_configs={"retention.ms": "1000"}))
+    assert same.elr_cleared == 0 and c.p("t").elr == (2,)
+    changed = c.ok(api.AlterTopicConfigs(topic="t", set_configs={"min.insync.replicas": "3"}))
+    assert changed.elr_cleared == 1
+    assert (c.p("t").elr, c.p("t").last_known_elr) == ((), ())
+    assert c.p("t").partition_epoch == epoch + 1
+    assert c.shard.image.topic("t").configs["min.insync.replicas"] == "3"  # type: ignore[union-attr]
+    assert replayed(c.log).snapshot() == c.shard.image.snapshot()
+
+
+def test_topic_config_changes_are_validated_and_can_be_dry_runs() -> None:
+    from kafkacoord.coordinator.protocol import ErrorCode
+
+    c = min_isr_two()
+    c.fails(api.AlterTopicConfigs(topic="t", set_configs={"min.insync.replicas": "0"}),
+            ErrorCode.INVALID_CONFIG)  # fmt: skip
+    c.fails(api.AlterTopicConfigs(topic="nope", set_configs={"a": "b"}),
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)  # fmt: skip
+    c.fails(api.AlterTopicConfigs(topic="t", set_configs={"a": "b"}, delete_configs=["a"]),
+            ErrorCode.INVALID_REQUEST)  # fmt: skip
+    dry = c.ok(api.AlterTopicConfigs(topic="t", delete_configs=["min.insync.replicas"],
+                                     validate_only=True))  # fmt: skip
+    assert dry.configs == {} and not c.last.records
+    c.ok(api.AlterTopicConfigs(topic="t", delete_configs=["min.insync.replicas"]))
+    assert c.shard.image.topic("t").configs == {}  # type: ignore[union-attr]
