@@ -11,6 +11,10 @@ Measured in the same run:
                 transaction committed), so this is fence → all new leaders durable.
 - raw_append_s: the same number of records, already encoded, appended with the
                 appender (idempotent, acks=all) to a scratch partition.
+- cold_load_s:  a second controller with an empty cache: start → active, having
+                loaded the whole metadata log from the broker.
+- peak_rss_mb:  the peak resident memory of this process (the controllers and the
+                bench's own driver), from getrusage.
 
 The last stdout line is JSON.
 """
@@ -19,9 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import resource
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from benchlib import BROKERS, broker_for
@@ -149,18 +156,50 @@ def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict
                 future.result(60)
             raw_append_s = time.perf_counter() - t0
         log(f"raw append of {len(raw)} records: {raw_append_s:.3f}s")
+        count = image.partition_count()
+        peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        service.close()  # lets the cold controller win the election
+        # In a process of its own, so that its memory is its own.
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            cold_load_s, cold_rss_mb = pool.submit(
+                cold_load, settings, bootstrap, identities[topics.metadata], data_dir,
+                listener.endpoint,
+            ).result(timeout=600)  # fmt: skip
+        log(f"cold load of {count} partitions: {cold_load_s:.2f}s, {cold_rss_mb} MB")
         return {
-            "partitions": image.partition_count(),
+            "partitions": count,
             "moved": moved,
             "records": written,
             "elect_s": round(elect_s, 4),
             "raw_append_s": round(raw_append_s, 4),
             "ratio": round(raw_append_s / elect_s, 3),
+            "cold_load_s": round(cold_load_s, 2),
+            "peak_rss_mb": peak_rss_mb,
+            "cold_load_rss_mb": cold_rss_mb,
         }
     finally:
         admin.close()
         service.close()
         listener.close()
+        cache.close()
+
+
+def cold_load(
+    settings: Settings, bootstrap: str, identity: str, data_dir: Path, endpoint: str
+) -> tuple[float, int]:
+    """A controller with an empty cache: start to active (the whole log loaded); the
+    seconds and this process's peak RSS in MB."""
+    cache = StateCache(data_dir / "cold-cache")
+    t0 = time.perf_counter()
+    config = settings.controller_config()
+    service = controller_service(settings, bootstrap, cache, identity, config=config,
+                                 endpoint=endpoint).start()  # fmt: skip
+    try:
+        wait(lambda: service.active, "cold controller activation", timeout_s=300)
+        seconds = time.perf_counter() - t0
+        return seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    finally:
+        service.close()
         cache.close()
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from kafkacoord.cli.main import app
 from kafkacoord.client.admin import ControllerAdmin, read_metadata
 from kafkacoord.client.agent import NodeAgent
 from kafkacoord.codecs import encode_record
@@ -155,11 +157,8 @@ def test_a_late_write_of_an_old_controller_is_ignored(cluster: Cluster) -> None:
     assert cluster.image().partition("late", 0).leader == before.leader  # type: ignore[union-attr]
 
 
-def test_admin_commands_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from kafkacoord.cli.main import app
-
+def cli(cluster: Cluster) -> tuple[CliRunner, dict[str, str], Callable[..., str]]:
+    """The CLI against the cluster: the runner, its environment, and ``run(*args, code=0)``."""
     runner = CliRunner()
     env = {"KAFKACOORD_BOOTSTRAP": cluster.bootstrap,
            "KAFKACOORD_TOPIC_PREFIX": cluster.topics.prefix}  # fmt: skip
@@ -168,6 +167,12 @@ def test_admin_commands_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
         result = runner.invoke(app, list(args), env=env)
         assert result.exit_code == code, result.output
         return result.output
+
+    return runner, env, run
+
+
+def test_admin_commands_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
+    runner, env, run = cli(cluster)
 
     out = run("topics", "create", "--topic", "cli", "--partitions", "3",
               "--replication-factor", "2")  # fmt: skip
@@ -236,18 +241,7 @@ def test_admin_commands_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
 def test_rebalance_commands_end_to_end(cluster: Cluster) -> None:
     import json
 
-    from typer.testing import CliRunner
-
-    from kafkacoord.cli.main import app
-
-    runner = CliRunner()
-    env = {"KAFKACOORD_BOOTSTRAP": cluster.bootstrap,
-           "KAFKACOORD_TOPIC_PREFIX": cluster.topics.prefix}  # fmt: skip
-
-    def run(*args: str, code: int = 0) -> str:
-        result = runner.invoke(app, list(args), env=env)
-        assert result.exit_code == code, result.output
-        return result.output
+    _, _, run = cli(cluster)
 
     # Nodes 5 and 6 hold nothing: the plan fills them.
     cluster.admin.create_topic("skewed", replica_assignment={p: [1 + p % 4, 1 + (p + 1) % 4]

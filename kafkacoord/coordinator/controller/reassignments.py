@@ -44,7 +44,7 @@ from .image import TP
 from .partitions import PartitionManager, existing_partition
 from .states import ReplicaState, ReplicaStateMachine
 
-__all__ = ["STEP_A2", "STEP_B3", "STEP_B4", "STEP_QUEUED", "ReassignmentManager"]
+__all__ = ["STEP_A2", "STEP_B3", "STEP_B4", "STEP_QUEUED", "ReassignmentManager", "checked_target"]
 
 STEP_QUEUED: Final = "QUEUED"
 STEP_A2: Final = "A2"
@@ -57,6 +57,27 @@ _REMOVAL: Final = (
     ReplicaState.DELETION_SUCCESSFUL,
     ReplicaState.NON_EXISTENT,
 )
+
+
+def checked_target(batch: Batch, name: str, replicas: Sequence[int]) -> tuple[int, ...]:
+    """A target replica list that names each registered node once."""
+    target = tuple(replicas)
+    if not target:
+        raise ProtocolError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"empty target replica list for {name}"
+        )
+    if len(set(target)) != len(target):
+        raise ProtocolError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"duplicate nodes in the target replicas {list(target)} of {name}",
+        )
+    unknown = sorted(n for n in set(target) if batch.node(n) is None)
+    if unknown:
+        raise ProtocolError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"cannot reassign {name} to unknown nodes {unknown}",
+        )
+    return target
 
 
 class _Slots:
@@ -148,22 +169,7 @@ class ReassignmentManager:
         self, batch: Batch, topic: str, partition: int, replicas: Sequence[int]
     ) -> tuple[int, ...]:
         name = f"{topic}-{partition}"
-        target = tuple(replicas)
-        if not target:
-            raise ProtocolError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"empty target replica list for {name}"
-            )
-        if len(set(target)) != len(target):
-            raise ProtocolError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"duplicate nodes in the target replicas {list(target)} of {name}",
-            )
-        unknown = sorted(n for n in set(target) if batch.node(n) is None)
-        if unknown:
-            raise ProtocolError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"cannot reassign {name} to unknown nodes {unknown}",
-            )
+        target = checked_target(batch, name, replicas)
         spec = self.config.internal_topic(topic)
         if spec is not None:
             lacking = sorted(n for n in set(target) if spec.role not in batch.node(n).roles)  # type: ignore[union-attr]

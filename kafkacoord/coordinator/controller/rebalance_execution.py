@@ -40,7 +40,7 @@ from kafkacoord.coordinator.protocol import controller_api as api
 from .batch import Batch
 from .changes import Election, apply_change
 from .election import preferred_election
-from .reassignments import ReassignmentManager
+from .reassignments import ReassignmentManager, checked_target
 
 __all__ = [
     "EXECUTE_TIMER",
@@ -197,16 +197,7 @@ class RebalanceExecutor:
             current = batch.partition(m.topic, m.partition)
             if current is None:
                 raise ProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name} does not exist")
-            target = tuple(m.target_replicas)
-            if len(set(target)) != len(target):
-                raise ProtocolError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"duplicate nodes in the target {list(target)} of {name}",
-                )
-            unknown = sorted(n for n in set(target) if batch.node(n) is None)
-            if unknown:
-                raise ProtocolError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                    f"{name}: unknown nodes {unknown} in its target")  # fmt: skip
+            target = checked_target(batch, name, m.target_replicas)
             if current.replicas != tuple(m.original_replicas) or current.reassignment is not None:
                 stale.append(name)
                 continue
