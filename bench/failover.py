@@ -13,8 +13,9 @@ Measured in the same run:
                 appender (idempotent, acks=all) to a scratch partition.
 - cold_load_s:  a second controller with an empty cache: start → active, having
                 loaded the whole metadata log from the broker.
-- peak_rss_mb:  the peak resident memory of this process (the controllers and the
-                bench's own driver), from getrusage.
+- peak_rss_mb:  the peak resident memory (VmHWM) of this process: the fenced
+                controller and the bench's own driver.
+- cold_load_rss_mb: the same of the cold controller's process.
 
 The last stdout line is JSON.
 """
@@ -157,7 +158,7 @@ def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict
             raw_append_s = time.perf_counter() - t0
         log(f"raw append of {len(raw)} records: {raw_append_s:.3f}s")
         count = image.partition_count()
-        peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        peak_rss_mb = peak_rss()
         service.close()  # lets the cold controller win the election
         # In a process of its own, so that its memory is its own.
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -184,6 +185,15 @@ def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict
         cache.close()
 
 
+def peak_rss() -> int:
+    """This process's peak resident set in MB. VmHWM, not getrusage: ru_maxrss survives
+    fork and exec, so a child would report its parent's peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) // 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
 def cold_load(
     settings: Settings, bootstrap: str, identity: str, data_dir: Path, endpoint: str
 ) -> tuple[float, int]:
@@ -197,7 +207,7 @@ def cold_load(
     try:
         wait(lambda: service.active, "cold controller activation", timeout_s=300)
         seconds = time.perf_counter() - t0
-        return seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        return seconds, peak_rss()
     finally:
         service.close()
         cache.close()
