@@ -253,17 +253,19 @@ class Console:
         return 200, self._render("reassignments.html", request, page=page, **extra)
 
     def _history(self, request: _Request, _: str) -> tuple[int, str]:
+        notice = None
         if self.warehouse is not None:
             try:
                 rows = pages.warehouse_history(self.warehouse)
-                source = f"the leadership_history view of {self.warehouse}"
-                return 200, self._render("history.html", request, rows=rows, source=source)
             except Exception as exc:  # no pyarrow, no warehouse yet, an unreadable manifest
                 notice = f"views warehouse unreadable ({exc}); replayed from the metadata log"
-                rows = self.access.metadata.read(pages.history_page)
-                return 200, self._render("history.html", request, rows=rows, error=notice)
+            else:
+                if rows:
+                    source = f"the leadership_history view of {self.warehouse}"
+                    return 200, self._render("history.html", request, rows=rows, source=source)
+                # A warehouse the view job has not filled yet: the log has the history.
         rows = self.access.metadata.read(pages.history_page)
-        return 200, self._render("history.html", request, rows=rows)
+        return 200, self._render("history.html", request, rows=rows, error=notice)
 
     def _groups(self, request: _Request, _: str) -> tuple[int, str]:
         listed, error = self._listed()
