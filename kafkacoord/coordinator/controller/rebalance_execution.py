@@ -99,10 +99,6 @@ class Progress:
     unled: list[RebalanceMove] = field(default_factory=list)
 
     @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-    @property
     def in_flight(self) -> int:
         return self.counts[MoveStatus.IN_FLIGHT]
 
