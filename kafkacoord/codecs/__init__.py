@@ -2,6 +2,8 @@
 
 from .errors import CodecError
 from .records import (
+    CONSUMER_GROUP_TYPES,
+    OFFSETS_TOPIC_TYPES,
     SPECS,
     RecordType,
     decode_key,
@@ -14,6 +16,8 @@ from .records import (
 )
 
 __all__ = [
+    "CONSUMER_GROUP_TYPES",
+    "OFFSETS_TOPIC_TYPES",
     "SPECS",
     "CodecError",
     "RecordType",

@@ -23,6 +23,18 @@ from . import schemas
 from .errors import CodecError
 from .models import (
     AvroModel,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
     ControllerKey,
     ControllerValue,
     GroupMetadataKey,
@@ -53,6 +65,13 @@ class RecordType(IntEnum):
     GROUP_METADATA = 10
     OFFSET_COMMIT = 11
     SHARD_LEADER = 12
+    # KIP-848 consumer groups (Kafka's ConsumerGroup* records).
+    CONSUMER_GROUP_METADATA = 13
+    CONSUMER_GROUP_PARTITION_METADATA = 14
+    CONSUMER_GROUP_MEMBER_METADATA = 15
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 16
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 17
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 18
     # 20 and 21 were the request and response envelopes of the retired request topics.
 
 
@@ -95,8 +114,55 @@ SPECS: Final[dict[RecordType, RecordSpec]] = {
         ),
         RecordSpec(RecordType.OFFSET_COMMIT, "offset_commit", OffsetCommitKey, OffsetCommitValue),
         RecordSpec(RecordType.SHARD_LEADER, "shard_leader", ShardLeaderKey, ShardLeaderValue),
+        *(
+            RecordSpec(RecordType[name.upper()], name, key_cls, value_cls)
+            for name, key_cls, value_cls in (
+                ("consumer_group_metadata", ConsumerGroupMetadataKey, ConsumerGroupMetadataValue),
+                (
+                    "consumer_group_partition_metadata",
+                    ConsumerGroupPartitionMetadataKey,
+                    ConsumerGroupPartitionMetadataValue,
+                ),
+                (
+                    "consumer_group_member_metadata",
+                    ConsumerGroupMemberMetadataKey,
+                    ConsumerGroupMemberMetadataValue,
+                ),
+                (
+                    "consumer_group_target_assignment_metadata",
+                    ConsumerGroupTargetAssignmentMetadataKey,
+                    ConsumerGroupTargetAssignmentMetadataValue,
+                ),
+                (
+                    "consumer_group_target_assignment_member",
+                    ConsumerGroupTargetAssignmentMemberKey,
+                    ConsumerGroupTargetAssignmentMemberValue,
+                ),
+                (
+                    "consumer_group_current_member_assignment",
+                    ConsumerGroupCurrentMemberAssignmentKey,
+                    ConsumerGroupCurrentMemberAssignmentValue,
+                ),
+            )
+        ),
     )
 }
+
+CONSUMER_GROUP_TYPES: Final = frozenset(
+    {
+        RecordType.CONSUMER_GROUP_METADATA,
+        RecordType.CONSUMER_GROUP_PARTITION_METADATA,
+        RecordType.CONSUMER_GROUP_MEMBER_METADATA,
+        RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+        RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    }
+)
+OFFSETS_TOPIC_TYPES: Final = frozenset(
+    {RecordType.GROUP_METADATA, RecordType.OFFSET_COMMIT, RecordType.SHARD_LEADER}
+    | CONSUMER_GROUP_TYPES
+)
+"""Every record type that belongs on ``<prefix>offsets``."""
 
 _BY_KEY_CLS: Final[dict[type[AvroModel], RecordSpec]] = {s.key_cls: s for s in SPECS.values()}
 _BY_VALUE_CLS: Final[dict[type[AvroModel], RecordSpec]] = {s.value_cls: s for s in SPECS.values()}

@@ -26,25 +26,33 @@ _PRIMITIVES: Final[dict[str, pa.DataType]] = {
 }
 
 
-def arrow_type(avro: Any) -> pa.DataType:
-    """The Arrow type of an Avro type (as JSON); ``["null", X]`` is a nullable X."""
+def arrow_type(avro: Any, named: dict[str, pa.DataType] | None = None) -> pa.DataType:
+    """The Arrow type of an Avro type (as JSON); ``["null", X]`` is a nullable X. ``named``
+    collects the records defined so far, which later fields may name (Avro's reuse)."""
+    named = {} if named is None else named
     if isinstance(avro, str):
+        if avro in named:
+            return named[avro]
         return _PRIMITIVES[avro]
     if isinstance(avro, list):
         branches = [b for b in avro if b != "null"]
         if len(branches) != 1:
             raise ValueError(f"only [null, X] unions are supported, not {avro}")
-        return arrow_type(branches[0])
+        return arrow_type(branches[0], named)
     kind = avro["type"]
     if kind == "record":
-        return pa.struct([(f["name"], arrow_type(f["type"])) for f in avro["fields"]])
+        struct = pa.struct([(f["name"], arrow_type(f["type"], named)) for f in avro["fields"]])
+        named[avro["name"]] = struct
+        if "namespace" in avro:
+            named[f"{avro['namespace']}.{avro['name']}"] = struct
+        return struct
     if kind == "array":
-        return pa.list_(arrow_type(avro["items"]))
+        return pa.list_(arrow_type(avro["items"], named))
     if kind == "map":
-        return pa.map_(pa.string(), arrow_type(avro["values"]))
+        return pa.map_(pa.string(), arrow_type(avro["values"], named))
     if kind == "enum":
         return pa.string()
-    return arrow_type(kind)
+    return arrow_type(kind, named)
 
 
 def _current(name: str) -> dict[str, Any]:
@@ -59,7 +67,8 @@ def record_fields(rtype: RecordType) -> tuple[pa.Field, ...]:
     value = _current(f"{spec.schema_name}_value")["fields"]
     names = {f["name"] for f in key}
     fields = [*key, *(f for f in value if f["name"] not in names)]
-    return tuple(pa.field(f["name"], arrow_type(f["type"])) for f in fields)
+    named: dict[str, pa.DataType] = {}
+    return tuple(pa.field(f["name"], arrow_type(f["type"], named)) for f in fields)
 
 
 def record_struct(rtype: RecordType) -> pa.StructType:

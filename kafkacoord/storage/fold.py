@@ -18,7 +18,13 @@ from typing import cast
 
 from confluent_kafka import Message
 
-from kafkacoord.codecs import CodecError, RecordType, decode_key, decode_value
+from kafkacoord.codecs import (
+    OFFSETS_TOPIC_TYPES,
+    CodecError,
+    RecordType,
+    decode_key,
+    decode_value,
+)
 from kafkacoord.codecs.models import AvroModel, OffsetCommitValue
 
 from .cache import NO_EXPIRY, Change
@@ -61,7 +67,7 @@ def offsets_policy(retention_ms: int) -> FoldPolicy:
         return NO_EXPIRY
 
     return FoldPolicy(
-        frozenset({RecordType.GROUP_METADATA, RecordType.OFFSET_COMMIT, RecordType.SHARD_LEADER}),
+        OFFSETS_TOPIC_TYPES,
         expiry=expiry,
         fenced_by_leader_epoch=True,
     )

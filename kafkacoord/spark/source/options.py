@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from kafkacoord.codecs import RecordType
+from kafkacoord.codecs import OFFSETS_TOPIC_TYPES, RecordType
 
 
 class Role(str, Enum):
@@ -30,9 +30,7 @@ class Role(str, Enum):
             )
         if self is Role.OFFSETS:
             # As the loader's offsets policy: ShardLeader markers fence deposed shard leaders.
-            return frozenset(
-                {RecordType.GROUP_METADATA, RecordType.OFFSET_COMMIT, RecordType.SHARD_LEADER}
-            )
+            return OFFSETS_TOPIC_TYPES
         return frozenset(RecordType)
 
     @classmethod

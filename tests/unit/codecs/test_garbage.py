@@ -19,16 +19,30 @@ from kafkacoord.codecs import (
 )
 from kafkacoord.codecs.models import (
     AvroModel,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
     ControllerKey,
     ControllerValue,
     GroupMember,
     GroupMetadataKey,
     GroupMetadataValue,
+    MemberState,
     NodeKey,
     NodeValue,
     OffsetCommitKey,
     OffsetCommitValue,
     PartitionKey,
+    PartitionRacks,
     PartitionState,
     PartitionValue,
     Reassignment,
@@ -38,7 +52,9 @@ from kafkacoord.codecs.models import (
     RebalanceValue,
     ShardLeaderKey,
     ShardLeaderValue,
+    SubscribedTopic,
     TopicKey,
+    TopicPartitions,
     TopicValue,
 )
 
@@ -90,6 +106,38 @@ SAMPLES: dict[RecordType, tuple[AvroModel, AvroModel]] = {
         OffsetCommitValue(42, "meta", T0, 3, None),
     ),
     RecordType.SHARD_LEADER: (ShardLeaderKey(), ShardLeaderValue(4, 2, "inc-2", T0)),
+    RecordType.CONSUMER_GROUP_METADATA: (
+        ConsumerGroupMetadataKey("g"),
+        ConsumerGroupMetadataValue(3),
+    ),
+    RecordType.CONSUMER_GROUP_PARTITION_METADATA: (
+        ConsumerGroupPartitionMetadataKey("g"),
+        ConsumerGroupPartitionMetadataValue(
+            (SubscribedTopic("orders", 3, (PartitionRacks(0, ("a", "b")),)),)
+        ),
+    ),
+    RecordType.CONSUMER_GROUP_MEMBER_METADATA: (
+        ConsumerGroupMemberMetadataKey("g", "m1"),
+        ConsumerGroupMemberMetadataValue("c1", "/10.0.0.1", ("orders",), 30_000, "i1", "a"),
+    ),
+    RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: (
+        ConsumerGroupTargetAssignmentMetadataKey("g"),
+        ConsumerGroupTargetAssignmentMetadataValue(3),
+    ),
+    RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: (
+        ConsumerGroupTargetAssignmentMemberKey("g", "m1"),
+        ConsumerGroupTargetAssignmentMemberValue((TopicPartitions("orders", (0, 1)),)),
+    ),
+    RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: (
+        ConsumerGroupCurrentMemberAssignmentKey("g", "m1"),
+        ConsumerGroupCurrentMemberAssignmentValue(
+            3,
+            2,
+            MemberState.UNREVOKED_PARTITIONS,
+            (TopicPartitions("orders", (0,)),),
+            (TopicPartitions("orders", (1,)),),
+        ),
+    ),
     RecordType.REBALANCE: (
         RebalanceKey(),
         RebalanceValue(
@@ -208,6 +256,10 @@ SAME_SHAPE = {
     frozenset({RecordType.CONTROLLER, RecordType.SHARD_LEADER}),
     # ControllerValue v2 (int, int, string, long, [null, string]) reads an offset commit.
     frozenset({RecordType.CONTROLLER, RecordType.OFFSET_COMMIT}),
+    # A group epoch and a target assignment epoch: one int each, as in Kafka.
+    frozenset(
+        {RecordType.CONSUMER_GROUP_METADATA, RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA}
+    ),
 }
 
 

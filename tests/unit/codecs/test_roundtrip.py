@@ -24,16 +24,30 @@ from kafkacoord.codecs import (
 )
 from kafkacoord.codecs.models import (
     AvroModel,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
     ControllerKey,
     ControllerValue,
     GroupMember,
     GroupMetadataKey,
     GroupMetadataValue,
+    MemberState,
     NodeKey,
     NodeValue,
     OffsetCommitKey,
     OffsetCommitValue,
     PartitionKey,
+    PartitionRacks,
     PartitionState,
     PartitionValue,
     Reassignment,
@@ -43,7 +57,9 @@ from kafkacoord.codecs.models import (
     RebalanceValue,
     ShardLeaderKey,
     ShardLeaderValue,
+    SubscribedTopic,
     TopicKey,
+    TopicPartitions,
     TopicValue,
 )
 from kafkacoord.codecs.records import encode_value_as
@@ -91,6 +107,10 @@ members = st.builds(
     group_instance_id=opt_texts,
 )
 
+topic_partitions = st.lists(
+    st.builds(TopicPartitions, topic=texts, partitions=int_arrays), max_size=3
+).map(tuple)
+
 KEYS: dict[RecordType, st.SearchStrategy[Any]] = {
     RecordType.CONTROLLER: st.just(ControllerKey()),
     RecordType.NODE: st.builds(NodeKey, node_id=ints),
@@ -100,6 +120,22 @@ KEYS: dict[RecordType, st.SearchStrategy[Any]] = {
     RecordType.OFFSET_COMMIT: st.builds(OffsetCommitKey, group=texts, topic=texts, partition=ints),
     RecordType.SHARD_LEADER: st.just(ShardLeaderKey()),
     RecordType.REBALANCE: st.just(RebalanceKey()),
+    RecordType.CONSUMER_GROUP_METADATA: st.builds(ConsumerGroupMetadataKey, group=texts),
+    RecordType.CONSUMER_GROUP_PARTITION_METADATA: st.builds(
+        ConsumerGroupPartitionMetadataKey, group=texts
+    ),
+    RecordType.CONSUMER_GROUP_MEMBER_METADATA: st.builds(
+        ConsumerGroupMemberMetadataKey, group=texts, member_id=texts
+    ),
+    RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: st.builds(
+        ConsumerGroupTargetAssignmentMetadataKey, group=texts
+    ),
+    RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: st.builds(
+        ConsumerGroupTargetAssignmentMemberKey, group=texts, member_id=texts
+    ),
+    RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: st.builds(
+        ConsumerGroupCurrentMemberAssignmentKey, group=texts, member_id=texts
+    ),
 }
 
 VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
@@ -194,6 +230,51 @@ VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
         updated_ms=longs,
         controller_epoch=ints,
         message=texts,
+    ),
+    RecordType.CONSUMER_GROUP_METADATA: st.builds(ConsumerGroupMetadataValue, epoch=ints),
+    RecordType.CONSUMER_GROUP_PARTITION_METADATA: st.builds(
+        ConsumerGroupPartitionMetadataValue,
+        topics=st.lists(
+            st.builds(
+                SubscribedTopic,
+                topic=texts,
+                num_partitions=ints,
+                racks=st.lists(
+                    st.builds(
+                        PartitionRacks,
+                        partition=ints,
+                        racks=st.lists(texts, max_size=3).map(tuple),
+                    ),
+                    max_size=3,
+                ).map(tuple),
+            ),
+            max_size=3,
+        ).map(tuple),
+    ),
+    RecordType.CONSUMER_GROUP_MEMBER_METADATA: st.builds(
+        ConsumerGroupMemberMetadataValue,
+        client_id=texts,
+        client_host=texts,
+        subscribed_topic_names=st.lists(texts, max_size=4).map(tuple),
+        rebalance_timeout_ms=ints,
+        instance_id=opt_texts,
+        rack_id=opt_texts,
+        subscribed_topic_regex=opt_texts,
+        server_assignor=opt_texts,
+    ),
+    RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: st.builds(
+        ConsumerGroupTargetAssignmentMetadataValue, assignment_epoch=ints
+    ),
+    RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: st.builds(
+        ConsumerGroupTargetAssignmentMemberValue, partitions=topic_partitions
+    ),
+    RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: st.builds(
+        ConsumerGroupCurrentMemberAssignmentValue,
+        member_epoch=ints,
+        previous_member_epoch=ints,
+        state=st.sampled_from([s for s in MemberState if s is not MemberState.UNKNOWN]),
+        assigned_partitions=topic_partitions,
+        partitions_pending_revocation=topic_partitions,
     ),
 }
 
