@@ -77,7 +77,21 @@ def broker_partition_counts(bootstrap: str) -> PartitionCounts:
 
 
 class GroupMember:
-    """One member of a classic consumer group, with its own thread (see the module docstring)."""
+    """One member of a consumer group, with its own thread (see the module docstring).
+
+    ``protocol="consumer"`` speaks Kafka 4's consumer protocol (KIP-848) instead: see
+    :class:`~kafkacoord.client.consumer_member.ConsumerProtocolMember`, which takes
+    ``server_assignor``, ``topic_regex`` and ``rack_id`` as well.
+    """
+
+    def __new__(cls, *args: Any, protocol: str = "classic", **kwargs: Any) -> GroupMember:
+        if protocol not in ("classic", "consumer"):
+            raise ValueError(f"protocol must be 'classic' or 'consumer', not {protocol!r}")
+        if cls is GroupMember and protocol == "consumer":
+            from .consumer_member import ConsumerProtocolMember
+
+            return super().__new__(ConsumerProtocolMember)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -98,6 +112,7 @@ class GroupMember:
         topic_prefix: str = "__kc_",
         offsets_partitions: int = 50,
         tls: ClientTls | None = None,
+        protocol: str = "classic",
     ) -> None:
         self.group_id = group_id
         self.topics = tuple(topics)

@@ -128,6 +128,23 @@ class Settings(BaseSettings):
         3000, ge=0, description="group.initial.rebalance.delay.ms"
     )
     group_max_size: int | None = Field(None, ge=1, description="group.max.size")
+    group_consumer_session_timeout_ms: int = Field(
+        45_000, ge=1, description="group.consumer.session.timeout.ms (KIP-848 members)"
+    )
+    group_consumer_heartbeat_interval_ms: int = Field(
+        5_000, ge=1, description="group.consumer.heartbeat.interval.ms (KIP-848 members)"
+    )
+    group_consumer_max_size: int | None = Field(
+        None, ge=1, description="group.consumer.max.size (KIP-848 groups)"
+    )
+    group_consumer_assignors: list[str] = Field(
+        ["uniform", "range"],
+        min_length=1,
+        description="group.consumer.assignors: server assignors; the first is the default",
+    )
+    group_consumer_metadata_refresh_ms: int = Field(
+        2_000, ge=100, description="How often the broker's topics are read for KIP-848 groups"
+    )
     offset_metadata_max_bytes: int = Field(4096, ge=1, description="offset.metadata.max.bytes")
     offsets_retention_check_interval_ms: int = Field(
         600_000, ge=1, description="offsets.retention.check.interval.ms"
@@ -268,6 +285,11 @@ class Settings(BaseSettings):
             offsets_retention_ms=self.offsets_retention_ms,
             offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
             offsets_commit_timeout_ms=self.offsets_commit_timeout_ms,
+            consumer_session_timeout_ms=self.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
+            consumer_max_size=self.group_consumer_max_size,
+            consumer_assignors=tuple(self.group_consumer_assignors),
+            consumer_metadata_refresh_ms=self.group_consumer_metadata_refresh_ms,
         )
 
     @property

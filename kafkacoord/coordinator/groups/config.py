@@ -35,6 +35,23 @@ class GroupConfig:
     """``offsets.commit.timeout.ms``: used by the runtime to bound the durable append of a
     commit; the shard itself never waits."""
 
+    consumer_session_timeout_ms: int = 45_000
+    """``group.consumer.session.timeout.ms``: a KIP-848 member silent this long is removed."""
+
+    consumer_heartbeat_interval_ms: int = 5_000
+    """``group.consumer.heartbeat.interval.ms``: how often KIP-848 members heartbeat."""
+
+    consumer_max_size: int | None = None
+    """``group.consumer.max.size``; ``None`` is unbounded."""
+
+    consumer_metadata_refresh_ms: int = 2_000
+    """How often the daemon reads the broker's topics for consumer groups' subscriptions
+    (Kafka's coordinator learns them from its metadata image)."""
+
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    """``group.consumer.assignors``: the server assignors members may ask for; the first is
+    the default."""
+
     def __post_init__(self) -> None:
         if self.min_session_timeout_ms < 0 or self.max_session_timeout_ms < 0:
             raise ValueError("session timeout bounds must not be negative")
@@ -47,7 +64,29 @@ class GroupConfig:
             raise ValueError("group.initial.rebalance.delay.ms must not be negative")
         if self.max_size is not None and self.max_size < 1:
             raise ValueError(f"group.max.size must be at least 1, got {self.max_size}")
+        if self.consumer_max_size is not None and self.consumer_max_size < 1:
+            raise ValueError(
+                f"group.consumer.max.size must be at least 1, got {self.consumer_max_size}"
+            )
+        if not self.consumer_assignors:
+            raise ValueError("group.consumer.assignors must name at least one assignor")
+        from .assignors.server import SERVER_ASSIGNORS
+
+        unknown = [a for a in self.consumer_assignors if a not in SERVER_ASSIGNORS]
+        if unknown:
+            raise ValueError(
+                f"group.consumer.assignors: unknown assignor(s) {', '.join(unknown)}; "
+                f"known: {', '.join(SERVER_ASSIGNORS)}"
+            )
+        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
+            raise ValueError(
+                "group.consumer.heartbeat.interval.ms must be less than "
+                "group.consumer.session.timeout.ms"
+            )
         for name in (
+            "consumer_session_timeout_ms",
+            "consumer_metadata_refresh_ms",
+            "consumer_heartbeat_interval_ms",
             "new_member_join_timeout_ms",
             "offset_metadata_max_bytes",
             "offsets_retention_ms",

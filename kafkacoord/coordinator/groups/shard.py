@@ -25,7 +25,7 @@ State, and who changes it:
 from __future__ import annotations
 
 import copy
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Final
 
@@ -43,9 +43,12 @@ from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Request
 from .classic_group import ClassicGroup, GroupSnapshot
 from .commit_replies import CommitReplies, Outcomes
 from .config import GroupConfig
+from .consumer import CONSUMER_GROUP_KEYS, ConsumerGroup, ConsumerGroups, TopicsImage
+from .consumer.records import group_tombstones as consumer_group_tombstones
 from .consumer_protocol import PROTOCOL_TYPE
 from .membership import MemberIdFactory, Membership, join_error, uuid_member_id
 from .offsets import (
+    ExpirationPolicy,
     OffsetStore,
     expiration_policy,
     expired_partitions,
@@ -93,6 +96,7 @@ class GroupShard:
         self._timers = ShardTimers()
         self._membership = Membership(config, self._groups, self._timers, self._new_member_id)
         self._commit_replies = CommitReplies()
+        self._consumer = ConsumerGroups(config, self._timers)
         self._active = False
 
     # ================================================================= read-only views
@@ -107,6 +111,13 @@ class GroupShard:
     def group(self, group_id: str) -> ClassicGroup | None:
         """The live group (do not mutate it)."""
         return self._groups.get(group_id)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The live KIP-848 group (do not mutate it)."""
+        return self._consumer.groups.get(group_id)
+
+    def consumer_group_ids(self) -> list[str]:
+        return sorted(self._consumer.groups)
 
     def describe_group(self, group_id: str) -> GroupSnapshot | None:
         group = self._groups.get(group_id)
@@ -129,10 +140,22 @@ class GroupShard:
             if value is not None and not isinstance(value, GroupMetadataValue):
                 raise TypeError(f"group metadata key with a {type(value).__name__} value")
             self._replay_group(key.group, value)
+        elif isinstance(key, CONSUMER_GROUP_KEYS):
+            # A consumer group takes over the id of an empty classic group (Kafka's
+            # maybeDeleteEmptyClassicGroup); whichever record comes first in a load.
+            classic = self._groups.get(key.group)
+            if value is not None and classic is not None and classic.is_empty:
+                self._membership.cancel_group_timers(classic)
+                del self._groups[key.group]
+            self._consumer.replay(key, value)
         elif isinstance(key, OffsetCommitKey):
             if value is not None and not isinstance(value, OffsetCommitValue):
                 raise TypeError(f"offset commit key with a {type(value).__name__} value")
-            if value is not None and key.group not in self._groups:
+            if (
+                value is not None
+                and key.group not in self._groups
+                and key.group not in self._consumer.groups
+            ):
                 # Kafka's "simple" group: offsets committed without group membership.
                 self._groups[key.group] = ClassicGroup(key.group)
             self._offsets.replay(key, value)
@@ -164,12 +187,23 @@ class GroupShard:
             if self.config.max_size is not None and len(group.members) > self.config.max_size:
                 # The limit may have been lowered: rebalance so extra members are shed.
                 result.extend(self._membership.prepare_rebalance(group, now_ms))
+        result.extend(self._consumer.on_loaded(now_ms))
         self._timers.schedule(
             EXPIRATION_TIMER, now_ms + self.config.offsets_retention_check_interval_ms
         )
         return result
 
+    def on_topics(self, topics: TopicsImage, now_ms: int) -> Result:
+        """The broker's topics changed (or were first read): consumer groups whose
+        subscribed topics changed get a new epoch and target assignment."""
+        if not self._active:
+            self._consumer.topics = dict(topics)
+            self._consumer.topics_known = True
+            return Result()
+        return self._consumer.on_topics(topics, now_ms)
+
     def on_unloaded(self) -> list[Reply]:
+        self._consumer.unload()
         replies = self._membership.unload()
         self._groups.clear()
         self._offsets.clear()
@@ -240,8 +274,14 @@ class GroupShard:
 
     def _dispatch(self, request: Request, now: int) -> Result:
         body = request.body
+        if isinstance(body, api.ConsumerGroupHeartbeat):
+            return self._consumer_heartbeat(request.ref, body, now)
+        if isinstance(body, api.ConsumerGroupDescribe):
+            described = [self._consumer.describe(g) for g in body.group_ids]
+            response = api.ConsumerGroupDescribeResponse(groups=described)
+            return Result(replies=[Reply(request.ref, "ConsumerGroupDescribe", body=response)])
         if isinstance(body, api.JoinGroup):
-            return self._membership.join_group(request.ref, body, now)
+            return self._join_group(request.ref, body, now)
         if isinstance(body, api.SyncGroup):
             return self._membership.sync_group(request.ref, body, now)
         if isinstance(body, api.Heartbeat):
@@ -270,6 +310,41 @@ class GroupShard:
             return join_error(request.ref, body.member_id, code, message)
         return Reply(request.ref, request.api, code, None, message)
 
+    # ================================================================= protocols
+
+    def _consumer_heartbeat(
+        self, ref: RequestRef, body: api.ConsumerGroupHeartbeat, now: int
+    ) -> Result:
+        classic = self._groups.get(body.group_id)
+        if classic is None or body.member_epoch != 0:
+            return self._consumer.heartbeat(ref, body, now)
+        if not classic.is_empty or classic.pending_members:
+            raise ProtocolError(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"group {body.group_id!r} is a classic group with members, not a consumer group",
+            )
+        # An empty classic group gives its id (and offsets) to the consumer group.
+        result = self._consumer.heartbeat(ref, body, now)
+        if classic.persisted is not None:
+            result.records.insert(0, group_metadata_tombstone(body.group_id))
+        return result
+
+    def _join_group(self, ref: RequestRef, body: api.JoinGroup, now: int) -> Result:
+        consumer = self._consumer.groups.get(body.group_id)
+        if consumer is None:
+            return self._membership.join_group(ref, body, now)
+        if not consumer.is_empty:
+            raise ProtocolError(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                f"group {body.group_id!r} is a consumer group (KIP-848) with members; its "
+                "members use the consumer protocol",
+            )
+        # An empty consumer group gives its id to the classic group, once one is created.
+        result = self._membership.join_group(ref, body, now)
+        if body.group_id in self._groups:
+            result.records[:0] = consumer_group_tombstones(body.group_id)
+        return result
+
     # ================================================================= timers
 
     def _fire(self, key: Hashable, now: int) -> Result:
@@ -277,6 +352,8 @@ class GroupShard:
             return self._expire_offsets(now)
         if not isinstance(key, tuple):
             return Result()
+        if ConsumerGroups.owns_timer(key):
+            return self._consumer.fire(key, now)
         if key[0] == "heartbeat":
             return self._membership.expire_heartbeat(key[1], key[2], now)
         if key[0] == "join":
@@ -288,7 +365,11 @@ class GroupShard:
     def _expire_offsets(self, now: int) -> Result:
         records: list[Record] = []
         retention = self.config.offsets_retention_ms
+        for group_id in sorted(set(self._consumer.groups)):
+            records.extend(self._expire_consumer_group(group_id, now))
         for group_id in sorted(set(self._groups) | set(self._offsets.group_ids())):
+            if group_id in self._consumer.groups:
+                continue
             group = self._groups.get(group_id)
             offsets = self._offsets.group_offsets(group_id)
             expired = expired_partitions(offsets, now, retention, expiration_policy(group))
@@ -312,14 +393,33 @@ class GroupShard:
         )
         return Result(records=records)
 
+    def _expire_consumer_group(self, group_id: str, now: int) -> list[Record]:
+        """Kafka's rule for consumer groups: offsets of topics the group subscribes to are
+        kept; the others expire from their commit. An empty group whose offsets are all gone
+        goes too."""
+        group = self._consumer.groups[group_id]
+        offsets = self._offsets.group_offsets(group_id)
+        subscribed = {t for t, _ in offsets if group.is_subscribed_to(t, self._consumer.topics)}
+        candidates = {tp: v for tp, v in offsets.items() if tp[0] not in subscribed}
+        expired = expired_partitions(
+            candidates, now, self.config.offsets_retention_ms, ExpirationPolicy()
+        )
+        records = [offset_commit_tombstone(group_id, t, p) for t, p in expired]
+        if group.is_empty and len(expired) == len(offsets):
+            records.extend(consumer_group_tombstones(group_id))
+        return records
+
     # ================================================================= offsets
 
     def _offset_commit(self, ref: RequestRef, body: api.OffsetCommit, now: int) -> Result:
         group = self._groups.get(body.group_id)
+        consumer = self._consumer.groups.get(body.group_id)
         try:
             if not body.group_id:
                 raise ProtocolError(ErrorCode.INVALID_GROUP_ID, "the group id must not be empty")
-            if group is None:
+            if consumer is not None:
+                self._consumer.validate_offset_commit(consumer, body.member_id, body.generation_id)
+            elif group is None:
                 if body.generation_id >= 0:
                     # Members of a generation this coordinator does not know: rejoin.
                     raise ProtocolError(
@@ -418,6 +518,11 @@ class GroupShard:
     def _offset_delete(self, ref: RequestRef, body: api.OffsetDelete) -> Result:
         if not body.group_id:
             raise ProtocolError(ErrorCode.INVALID_GROUP_ID, "the group id must not be empty")
+        consumer = self._consumer.groups.get(body.group_id)
+        if consumer is not None:
+            return self._delete_offsets(
+                ref, body, lambda t: consumer.is_subscribed_to(t, self._consumer.topics)
+            )
         group = self._groups.get(body.group_id)
         if group is None or group.state is GroupState.DEAD:
             raise ProtocolError(
@@ -429,10 +534,15 @@ class GroupShard:
                 f"group {body.group_id!r} is {group.state} and does not use the consumer "
                 "protocol, so its subscriptions are unknown",
             )
+        return self._delete_offsets(ref, body, group.is_subscribed_to_topic)
+
+    def _delete_offsets(
+        self, ref: RequestRef, body: api.OffsetDelete, subscribed_to: Callable[[str], bool]
+    ) -> Result:
         records: list[Record] = []
         topics: list[api.TopicErrors] = []
         for t in body.topics:
-            subscribed = group.is_subscribed_to_topic(t.name)
+            subscribed = subscribed_to(t.name)
             partitions = []
             for p in t.partitions:
                 if subscribed:
@@ -452,13 +562,25 @@ class GroupShard:
 
     def _list_groups(self, ref: RequestRef, body: api.ListGroups) -> Result:
         wanted = {s.lower() for s in body.states_filter}
-        groups = [
+        listed = [
             api.ListedGroup(
                 group_id=g.group_id, protocol_type=g.protocol_type or "", state=g.state.value
             )
-            for g in sorted(self._groups.values(), key=lambda g: g.group_id)
-            if not wanted or g.state.value.lower() in wanted
+            for g in self._groups.values()
         ]
+        listed.extend(
+            api.ListedGroup(
+                group_id=g.group_id,
+                protocol_type=PROTOCOL_TYPE,
+                state=g.state.value,
+                group_type="consumer",
+            )
+            for g in self._consumer.groups.values()
+        )
+        groups = sorted(
+            (g for g in listed if not wanted or g.state.lower() in wanted),
+            key=lambda g: g.group_id,
+        )
         return Result(
             replies=[Reply(ref, "ListGroups", body=api.ListGroupsResponse(groups=groups))]
         )
@@ -473,6 +595,15 @@ class GroupShard:
                 protocol="",
             )
         group = self._groups.get(group_id)
+        if group is None and group_id in self._consumer.groups:
+            # Kafka's answer: this API describes classic groups (ConsumerGroupDescribe the rest).
+            return api.DescribedGroup(
+                group_id=group_id,
+                error=ErrorCode.GROUP_ID_NOT_FOUND,
+                state=GroupState.DEAD.value,
+                protocol_type=PROTOCOL_TYPE,
+                protocol="",
+            )
         if group is None:
             return api.DescribedGroup(
                 group_id=group_id,
@@ -519,10 +650,21 @@ class GroupShard:
         for group_id in body.groups:
             error = ErrorCode.NONE
             group = self._groups.get(group_id)
+            consumer = self._consumer.groups.get(group_id)
             if not group_id:
                 error = ErrorCode.INVALID_GROUP_ID
             elif group_id in deleted:
                 pass  # named twice: deleted once
+            elif consumer is not None:
+                if consumer.is_empty:
+                    deleted.add(group_id)
+                    records.extend(
+                        offset_commit_tombstone(group_id, topic, partition)
+                        for topic, partition in sorted(self._offsets.group_offsets(group_id))
+                    )
+                    records.extend(consumer_group_tombstones(group_id))
+                else:
+                    error = ErrorCode.NON_EMPTY_GROUP
             elif group is None or group.state is GroupState.DEAD:
                 error = ErrorCode.GROUP_ID_NOT_FOUND
             elif not group.is_empty:

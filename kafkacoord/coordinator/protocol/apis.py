@@ -66,6 +66,8 @@ GROUP_APIS: Final[dict[str, ApiSpec]] = {
         _spec(16, g.ListGroups, g.ListGroupsResponse),
         _spec(15, g.DescribeGroups, g.DescribeGroupsResponse),
         _spec(42, g.DeleteGroups, g.DeleteGroupsResponse, admin=True),
+        _spec(68, g.ConsumerGroupHeartbeat, g.ConsumerGroupHeartbeatResponse),
+        _spec(69, g.ConsumerGroupDescribe, g.ConsumerGroupDescribeResponse),
     )
 }
 

@@ -59,6 +59,12 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_VERSION = 35
     CLUSTER_AUTHORIZATION_FAILED = 31
     DUPLICATE_BROKER_REGISTRATION = 101
+    # KIP-848's consumer group protocol.
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128
 
     @property
     def retriable(self) -> bool:

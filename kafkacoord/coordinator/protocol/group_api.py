@@ -181,6 +181,7 @@ class ListedGroup(Body):
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"  # KIP-848's ListGroups v5: "classic" or "consumer"
 
 
 class ListGroupsResponse(Body):
@@ -226,3 +227,72 @@ class GroupResult(Body):
 
 class DeleteGroupsResponse(Body):
     results: list[GroupResult]
+
+
+# ---------------------------------------------------------------- KIP-848 consumer groups
+
+
+class HeartbeatTopicPartitions(Body):
+    topic: str
+    partitions: list[int]
+
+
+class ConsumerGroupHeartbeat(GroupRequest):
+    """Kafka's ConsumerGroupHeartbeat (API 68). A field left ``None`` is unchanged since the
+    member's last heartbeat; a full request (joining, or after an error) sets them all."""
+
+    member_id: str
+    # 0 joins, -1 leaves, -2 is a static member leaving for a while.
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    topic_partitions: list[HeartbeatTopicPartitions] | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+class ConsumerGroupHeartbeatResponse(Body):
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    # None: unchanged since the last response.
+    assignment: list[HeartbeatTopicPartitions] | None = None
+
+
+class ConsumerGroupDescribe(Body):
+    """Kafka's ConsumerGroupDescribe (API 69)."""
+
+    group_ids: list[str] = Field(min_length=1)
+
+
+class DescribedConsumerMember(Body):
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None = None
+    state: str
+    assignment: list[HeartbeatTopicPartitions]
+    target_assignment: list[HeartbeatTopicPartitions]
+
+
+class DescribedConsumerGroup(Body):
+    group_id: str
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    state: str = "Dead"
+    group_epoch: int = -1
+    assignment_epoch: int = -1
+    assignor_name: str = ""
+    members: list[DescribedConsumerMember] = Field(default_factory=list)
+
+
+class ConsumerGroupDescribeResponse(Body):
+    groups: list[DescribedConsumerGroup]

@@ -14,13 +14,14 @@ from kafkacoord.coordinator.runtime.processor import Processor, ShardProcessor
 from kafkacoord.coordinator.runtime.writer import TransactionalWriter
 from kafkacoord.server.settings import Settings
 from kafkacoord.storage.cache import StateCache
-from kafkacoord.storage.clients import replay_consumer
+from kafkacoord.storage.clients import admin_client, replay_consumer
 from kafkacoord.storage.fold import FoldPolicy, metadata_policy, offsets_policy
 from kafkacoord.storage.recovery import DEFAULT_DELETE_RETENTION_MS, ShardRecovery
 
 from .controller import ControllerService
 from .election import ControllerElection
 from .groups import GroupService
+from .topic_metadata import TopicWatcher
 
 __all__ = ["controller_service", "group_service"]
 
@@ -96,7 +97,23 @@ def group_service(
                            identity_probe=identity_probe, delete_retention_ms=delete_retention_ms),
         processor=processor or ShardProcessor("group-shards"),
         observer=observer, warm_interval_s=warm_interval_s,
+        topic_watcher=lambda on_change: TopicWatcher(
+            admin_client(bootstrap, f"{name}-topics"),
+            hidden=hidden_topics(settings),
+            on_change=on_change, interval_s=config.consumer_metadata_refresh_ms / 1000,
+        ),
     )  # fmt: skip
+
+
+_KAFKA_INTERNAL = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
+)
+
+
+def hidden_topics(settings: Settings) -> Callable[[str], bool]:
+    """Topics no consumer group subscribes to: kafkacoord's and Kafka's internal ones."""
+    hidden = _KAFKA_INTERNAL | {settings.topics.metadata, settings.topics.offsets}
+    return hidden.__contains__
 
 
 def _recovery(

@@ -15,6 +15,7 @@ import contextlib
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import structlog
 
@@ -29,7 +30,7 @@ from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter, Share
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
 from kafkacoord.coordinator.runtime.processor import Processor
-from kafkacoord.coordinator.runtime.shard import Request
+from kafkacoord.coordinator.runtime.shard import Request, Result, Shard
 from kafkacoord.server.settings import Settings
 from kafkacoord.server.uptime import process_uptime_s
 from kafkacoord.storage.cache import ShardId, StateCache
@@ -37,6 +38,7 @@ from kafkacoord.storage.fold import offsets_policy
 from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
 
 from .dispatch import reject
+from .topic_metadata import TopicsImage, TopicWatcher
 
 log = structlog.get_logger(__name__)
 
@@ -60,6 +62,7 @@ class GroupService:
         processor: Processor,
         observer: HostObserver | None = None,
         warm_interval_s: float = 2.0,
+        topic_watcher: Callable[[Callable[[TopicsImage], None]], TopicWatcher] | None = None,
     ) -> None:
         self.settings = settings
         self.config = config
@@ -89,11 +92,23 @@ class GroupService:
         self._warmer = threading.Thread(
             target=self._keep_warm, args=(warm_interval_s,), name="groups-warm", daemon=True
         )
+        # Consumer groups (KIP-848) follow the broker's topics.
+        self._topics: TopicsImage | None = None
+        self._watcher = None if topic_watcher is None else topic_watcher(self._on_topics)
 
     def start(self) -> GroupService:
         """Start tailing followed shards; leading ones load as the controller assigns them."""
+        if self._watcher is not None:
+            self._watcher.start()
         self._warmer.start()
         return self
+
+    def _on_topics(self, image: TopicsImage) -> None:
+        with self._lock:
+            self._topics = image
+            hosts = [h for h in self.hosts.values() if h.state is HostState.ACTIVE]
+        for host in hosts:
+            host.call_soon(_topics_event(image))
 
     # -- placement callbacks (from this daemon's node agent) ---------------------------
 
@@ -112,6 +127,10 @@ class GroupService:
         log.debug("immigrating group shard", partition=partition, leader_epoch=state.leader_epoch)
 
     def _activated(self, host: ShardHost) -> None:
+        topics = self._topics
+        if topics is not None:
+            # The topics may have changed while it loaded (a no-op when they did not).
+            host.call_soon(_topics_event(topics))
         with self._lock:
             partition = int(host.name.rpartition("-")[2])
             self._activating.discard(partition)
@@ -164,7 +183,7 @@ class GroupService:
             identity=self._identity,
             policy=offsets_policy(self.settings.offsets_retention_ms),
             recover=lambda: self._recover([partition])[partition],
-            make_shard=lambda: GroupShard(self.config, partition),
+            make_shard=lambda: self._new_shard(partition),
             make_writer=lambda: self._writer(partition, leader_epoch),
             replies=self._processor.replies,
         )  # fmt: skip
@@ -172,6 +191,12 @@ class GroupService:
             f"offsets-{partition}", parts, unavailable=ErrorCode.NOT_COORDINATOR,
             observer=self._observer, processor=self._processor, on_active=self._activated,
         )  # fmt: skip
+
+    def _new_shard(self, partition: int) -> GroupShard:
+        shard = GroupShard(self.config, partition)
+        if self._topics is not None:
+            shard.on_topics(self._topics, 0)  # not active yet: only kept
+        return shard
 
     def _writer(self, partition: int, leader_epoch: int) -> LeaderEpochWriter:
         """Opening the writer announces this daemon as the shard's leader (the fence)."""
@@ -221,6 +246,8 @@ class GroupService:
 
     def close(self) -> None:
         self._closing.set()
+        if self._watcher is not None:
+            self._watcher.close()
         with self._lock:
             hosts, self.hosts = list(self.hosts.values()), {}
         for host in hosts:
@@ -229,3 +256,11 @@ class GroupService:
         self._appends.close()
         if self._warmer.is_alive():
             self._warmer.join(timeout=5)
+
+
+def _topics_event(image: TopicsImage) -> Callable[[Shard, int], Result]:
+    def event(shard: Shard, now_ms: int) -> Result:
+        assert isinstance(shard, GroupShard)
+        return shard.on_topics(image, now_ms)
+
+    return event

@@ -1,0 +1,616 @@
+"""KIP-848 consumer groups of one shard (the consumer-group half of Kafka's
+``GroupMetadataManager``): ConsumerGroupHeartbeat, leaving, session and rebalance
+timeouts, and subscribed-topic metadata.
+
+Handlers never change a group: they build the members and assignments they want, return
+the records that say so, and answer from what they built. Replay installs the records
+(:meth:`ConsumerGroups.replay`), on writes and on loads alike. The target assignment is
+computed in the same result as the group epoch bump that calls for it, so the group is
+in ASSIGNING only between a load and the next event.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafkacoord.codecs.models import (
+    AvroModel,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    MemberState,
+    SubscribedTopic,
+)
+from kafkacoord.coordinator.groups.assignors.server import SERVER_ASSIGNORS
+from kafkacoord.coordinator.groups.config import GroupConfig
+from kafkacoord.coordinator.groups.scheduling import ShardTimers
+from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
+from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
+
+from .assignment import EMPTY, Assignment, from_lists, is_subset, to_lists
+from .group import ConsumerGroup, ConsumerGroupState, compile_regex
+from .member import JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerMember
+from .reconciliation import reconcile
+from .records import (
+    epoch_record,
+    group_tombstones,
+    member_assignment_record,
+    member_metadata_record,
+    member_tombstones,
+    subscription_metadata_record,
+    target_epoch_record,
+    target_record,
+)
+
+__all__ = ["CONSUMER_GROUP_KEYS", "ConsumerGroups", "TopicsImage"]
+
+TopicsImage = Mapping[str, SubscribedTopic]
+"""The service's Kafka topics as the broker describes them: name → partitions and racks."""
+
+CONSUMER_GROUP_KEYS = (
+    ConsumerGroupMetadataKey,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupCurrentMemberAssignmentKey,
+)
+
+_SESSION = "cg-session"
+_REBALANCE = "cg-rebalance"
+
+
+def session_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return (_SESSION, group_id, member_id)
+
+
+def rebalance_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return (_REBALANCE, group_id, member_id)
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What one event decides for a group, before any of it is replayed."""
+
+    group: ConsumerGroup
+    members: dict[str, ConsumerMember]
+    records: list[Record]
+    epoch: int
+    target_epoch: int
+    targets: dict[str, Assignment]
+
+
+class ConsumerGroups:
+    def __init__(self, config: GroupConfig, timers: ShardTimers) -> None:
+        self.config = config
+        self.groups: dict[str, ConsumerGroup] = {}
+        self.topics: dict[str, SubscribedTopic] = {}
+        # Until the broker's topics are first known, groups keep the metadata they had.
+        self.topics_known = False
+        self._timers = timers
+        # (group, member) -> the epoch a rebalance timeout was set for.
+        self._rebalance_epochs: dict[tuple[str, str], int] = {}
+
+    # ================================================================= replay
+
+    def replay(self, key: AvroModel, value: AvroModel | None) -> None:
+        group_id: str = key.group  # type: ignore[attr-defined]
+        group = self.groups.get(group_id)
+        if group is None:
+            if value is None:
+                return
+            group = self.groups[group_id] = ConsumerGroup(group_id)
+        if isinstance(key, ConsumerGroupMetadataKey):
+            if value is None:
+                del self.groups[group_id]
+                return
+            assert isinstance(value, ConsumerGroupMetadataValue)
+            group.replay_epoch(value.epoch)
+        elif isinstance(key, ConsumerGroupPartitionMetadataKey):
+            assert value is None or isinstance(value, ConsumerGroupPartitionMetadataValue)
+            group.replay_subscription_metadata(() if value is None else value.topics)
+        elif isinstance(key, ConsumerGroupMemberMetadataKey):
+            assert value is None or isinstance(value, ConsumerGroupMemberMetadataValue)
+            group.replay_member_metadata(key.member_id, value)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+            assert value is None or isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
+            group.replay_target_epoch(0 if value is None else value.assignment_epoch)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+            assert value is None or isinstance(value, ConsumerGroupTargetAssignmentMemberValue)
+            group.replay_target(key.member_id, None if value is None else value.partitions)
+        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+            assert value is None or isinstance(value, ConsumerGroupCurrentMemberAssignmentValue)
+            group.replay_member_assignment(key.member_id, value)
+        else:
+            raise TypeError(f"{type(key).__name__} is not a consumer group record")
+
+    # ================================================================= lifecycle
+
+    def on_loaded(self, now: int) -> Result:
+        result = Result()
+        for group in list(self.groups.values()):
+            for member in group.members.values():
+                self._timers.schedule(
+                    session_timer(group.group_id, member.member_id),
+                    now + self.config.consumer_session_timeout_ms,
+                )
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(group.group_id, member, now)
+            if group.group_epoch > group.assignment_epoch:
+                # A load between an epoch bump and its target (a partial write): finish it.
+                plan = self._plan(group)
+                self._assign(plan)
+                result.records.extend(plan.records)
+        return result
+
+    def unload(self) -> None:
+        self.groups.clear()
+        self._rebalance_epochs.clear()
+
+    # ================================================================= heartbeat
+
+    def heartbeat(self, ref: RequestRef, body: api.ConsumerGroupHeartbeat, now: int) -> Result:
+        self._validate(body)
+        if body.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(ref, body)
+        group = self.groups.get(body.group_id)
+        joining = body.member_epoch == JOIN_EPOCH
+        if group is None:
+            if not joining:
+                raise ProtocolError(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"member {body.member_id} is not in group {body.group_id!r}, which does "
+                    "not exist; rejoin with epoch 0",
+                )
+            group = ConsumerGroup(body.group_id)
+        plan = self._plan(group)
+        member, new = self._member(plan, body)
+        if new:
+            self._check_size(plan, member)
+
+        updated = member.replace(
+            client_id=body.client_id,
+            client_host=body.client_host,
+            **_changed_fields(body),
+        )
+        bump = new
+        if updated.metadata_differs(member) or new:
+            plan.records.append(member_metadata_record(group.group_id, updated))
+            bump = bump or (
+                updated.subscribed_topic_names != member.subscribed_topic_names
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex
+            )
+        plan.members[updated.member_id] = updated
+        if bump:
+            self._bump(plan)
+        elif plan.epoch > plan.target_epoch:
+            self._assign(plan)
+
+        target = plan.targets.get(updated.member_id, EMPTY)
+        owned = _owned(body.topic_partitions)
+        reconciled = reconcile(
+            updated,
+            target_epoch=plan.target_epoch,
+            target=target,
+            partition_epoch=group.partition_epoch,
+            owned=owned,
+            subscribed=group.subscribed_topics(updated, self.topics),
+        )
+        if reconciled.assignment_differs(member) or member.member_id not in group.members:
+            plan.records.append(member_assignment_record(group.group_id, reconciled))
+            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group.group_id, reconciled, now)
+            else:
+                self._cancel_rebalance_timeout(group.group_id, reconciled.member_id)
+        self._timers.schedule(
+            session_timer(group.group_id, reconciled.member_id),
+            now + self.config.consumer_session_timeout_ms,
+        )
+
+        full = joining or (
+            body.rebalance_timeout_ms != -1
+            and body.subscribed_topic_names is not None
+            and body.topic_partitions is not None
+        )
+        changed = dict(reconciled.assigned) != dict(member.assigned)
+        response = api.ConsumerGroupHeartbeatResponse(
+            member_id=reconciled.member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignment=_topic_partitions(reconciled.assigned) if full or changed else None,
+        )
+        return Result(plan.records, [Reply(ref, "ConsumerGroupHeartbeat", body=response)])
+
+    def _validate(self, body: api.ConsumerGroupHeartbeat) -> None:
+        def invalid(message: str) -> ProtocolError:
+            return ProtocolError(ErrorCode.INVALID_REQUEST, message)
+
+        if not body.group_id:
+            raise ProtocolError(ErrorCode.INVALID_GROUP_ID, "the group id must not be empty")
+        if not body.member_id:
+            raise invalid("the member id must not be empty: the client generates it (KIP-1082)")
+        if body.instance_id == "":
+            raise invalid("the instance id must not be empty")
+        if body.rack_id == "":
+            raise invalid("the rack id must not be empty")
+        epoch = body.member_epoch
+        if epoch == JOIN_EPOCH:
+            if body.rebalance_timeout_ms == -1:
+                raise invalid("rebalance_timeout_ms must be set when joining")
+            if body.topic_partitions is None or body.topic_partitions:
+                raise invalid("topic_partitions must be empty when joining")
+            if not body.subscribed_topic_names and not body.subscribed_topic_regex:
+                raise invalid("subscribed_topic_names or subscribed_topic_regex must be set")
+        elif epoch == STATIC_LEAVE_EPOCH and body.instance_id is None:
+            raise invalid("member epoch -2 (a static member leaving) needs an instance id")
+        elif epoch < STATIC_LEAVE_EPOCH:
+            raise invalid(f"member epoch {epoch} is invalid")
+        if body.rebalance_timeout_ms < -1:
+            raise invalid("rebalance_timeout_ms must not be negative")
+        if body.subscribed_topic_regex:
+            try:
+                compile_regex(body.subscribed_topic_regex)
+            except re.error as exc:
+                raise ProtocolError(
+                    ErrorCode.INVALID_REGULAR_EXPRESSION,
+                    f"subscribed_topic_regex {body.subscribed_topic_regex!r}: {exc}",
+                ) from exc
+        if body.server_assignor is not None and body.server_assignor not in self._assignors():
+            raise ProtocolError(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"server assignor {body.server_assignor!r} is not supported; supported: "
+                + ", ".join(self._assignors()),
+            )
+
+    def _assignors(self) -> tuple[str, ...]:
+        return tuple(a for a in self.config.consumer_assignors if a in SERVER_ASSIGNORS)
+
+    def _member(self, plan: _Plan, body: api.ConsumerGroupHeartbeat) -> tuple[ConsumerMember, bool]:
+        """The member the heartbeat speaks for, checking its identity and epoch, and whether
+        it joins the group now (a new member, not a static member coming back)."""
+        group = plan.group
+        joining = body.member_epoch == JOIN_EPOCH
+        if body.instance_id is None:
+            member = group.members.get(body.member_id)
+            if member is None:
+                if not joining:
+                    raise _unknown(group.group_id, body.member_id)
+                return ConsumerMember(body.member_id), True
+            if not joining:
+                _check_epoch(member, body)
+            return member, False
+        static = group.static_member(body.instance_id)
+        if not joining:
+            if static is None:
+                raise _unknown(group.group_id, body.member_id)
+            if static.member_id != body.member_id:
+                raise _fenced_instance(group.group_id, body.member_id, body.instance_id, static)
+            _check_epoch(static, body)
+            return static, False
+        if static is None:
+            if body.member_id in group.members:
+                raise ProtocolError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"member {body.member_id} joined without an instance id; it cannot take "
+                    f"instance id {body.instance_id!r}",
+                )
+            return ConsumerMember(body.member_id), True
+        if static.member_id == body.member_id:
+            return static, False
+        if static.member_epoch != STATIC_LEAVE_EPOCH:
+            raise ProtocolError(
+                ErrorCode.UNRELEASED_INSTANCE_ID,
+                f"static member {body.member_id} with instance id {body.instance_id!r} cannot "
+                f"join group {group.group_id!r}: member {static.member_id} still holds it",
+            )
+        # The instance comes back under a new member id: it takes over the old member's
+        # assignment without a new group epoch (Kafka's replaceMember).
+        replacement = static.replace(member_id=body.member_id, member_epoch=0,
+                                     previous_member_epoch=0)  # fmt: skip
+        plan.records.extend(member_tombstones(group.group_id, static.member_id))
+        plan.records.append(member_metadata_record(group.group_id, replacement))
+        target = plan.targets.pop(static.member_id, EMPTY)
+        plan.targets[replacement.member_id] = target
+        plan.records.append(target_record(group.group_id, replacement.member_id, target))
+        plan.records.append(member_assignment_record(group.group_id, replacement))
+        del plan.members[static.member_id]
+        self._cancel_timers(group.group_id, static.member_id)
+        return replacement, False
+
+    def _check_size(self, plan: _Plan, member: ConsumerMember) -> None:
+        limit = self.config.consumer_max_size
+        if limit is None:
+            return
+        if len(plan.members) >= limit:
+            raise ProtocolError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"group {plan.group.group_id!r} has reached its maximum size of {limit} members",
+            )
+
+    # ================================================================= epochs and targets
+
+    @staticmethod
+    def _plan(group: ConsumerGroup) -> _Plan:
+        return _Plan(group, dict(group.members), [], group.group_epoch, group.assignment_epoch,
+                     dict(group.targets))  # fmt: skip
+
+    def _subscription_metadata(self, plan: _Plan) -> dict[str, SubscribedTopic]:
+        image = self.topics if self.topics_known else plan.group.subscription_metadata
+        topics: set[str] = set()
+        for member in plan.members.values():
+            topics |= plan.group.subscribed_topics(member, image)
+        return {t: image[t] for t in sorted(topics) if t in image}
+
+    def _bump(self, plan: _Plan) -> None:
+        """A change of membership or subscription: new metadata, epoch and target."""
+        metadata = self._subscription_metadata(plan)
+        if metadata != plan.group.subscription_metadata:
+            plan.records.append(subscription_metadata_record(plan.group.group_id,
+                                                             metadata.values()))  # fmt: skip
+        plan.epoch += 1
+        plan.records.append(epoch_record(plan.group.group_id, plan.epoch))
+        self._assign(plan, metadata)
+
+    def _assign(self, plan: _Plan, metadata: Mapping[str, SubscribedTopic] | None = None) -> None:
+        group = plan.group
+        if metadata is None:
+            metadata = self._subscription_metadata(plan)
+        spec: dict[str, dict[str, Any]] = {
+            member_id: {
+                "topics": sorted(group.subscribed_topics(member, metadata)),
+                "assigned": {t: sorted(ps) for t, ps in plan.targets.get(member_id, {}).items()},
+                "rack": member.rack_id,
+            }
+            for member_id, member in plan.members.items()
+        }
+        preferred = _preferred_assignor(plan.members.values(), self._assignors()[0])
+        assign = SERVER_ASSIGNORS[preferred]
+        racks = {
+            t.topic: {r.partition: list(r.racks) for r in t.racks}
+            for t in metadata.values()
+            if t.racks
+        }
+        result = assign(spec, {t: m.num_partitions for t, m in metadata.items()}, racks or None)
+        for member_id in sorted(plan.members):
+            target = from_lists(result.get(member_id, {}).items())
+            if dict(target) != dict(plan.targets.get(member_id, EMPTY)) or (
+                member_id not in group.targets
+            ):
+                plan.records.append(target_record(group.group_id, member_id, target))
+            plan.targets[member_id] = target
+        plan.target_epoch = plan.epoch
+        plan.records.append(target_epoch_record(group.group_id, plan.epoch))
+
+    # ================================================================= leaving and fencing
+
+    def _leave(self, ref: RequestRef, body: api.ConsumerGroupHeartbeat) -> Result:
+        group = self.groups.get(body.group_id)
+        if group is None:
+            raise _unknown(body.group_id, body.member_id)
+        if body.instance_id is None:
+            member = group.members.get(body.member_id)
+            if member is None:
+                raise _unknown(group.group_id, body.member_id)
+        else:
+            static = group.static_member(body.instance_id)
+            if static is None:
+                raise _unknown(group.group_id, body.member_id)
+            if static.member_id != body.member_id:
+                raise _fenced_instance(group.group_id, body.member_id, body.instance_id, static)
+            member = static
+        response = api.ConsumerGroupHeartbeatResponse(
+            member_id=member.member_id, member_epoch=body.member_epoch
+        )
+        reply = Reply(ref, "ConsumerGroupHeartbeat", body=response)
+        if body.member_epoch == STATIC_LEAVE_EPOCH:
+            # Gone for a while: it keeps its partitions (nobody else gets them) until its
+            # session expires or its instance id comes back.
+            leaving = member.replace(member_epoch=STATIC_LEAVE_EPOCH,
+                                     previous_member_epoch=member.member_epoch,
+                                     pending_revocation=EMPTY)  # fmt: skip
+            self._cancel_rebalance_timeout(group.group_id, member.member_id)
+            return Result([member_assignment_record(group.group_id, leaving)], [reply])
+        return Result(self.fence(group, member.member_id), [reply])
+
+    def fence(self, group: ConsumerGroup, member_id: str) -> list[Record]:
+        """The records removing a member; the others get a new epoch and target."""
+        plan = self._plan(group)
+        plan.records.extend(member_tombstones(group.group_id, member_id))
+        del plan.members[member_id]
+        plan.targets.pop(member_id, None)
+        self._cancel_timers(group.group_id, member_id)
+        self._bump(plan)
+        return plan.records
+
+    # ================================================================= timers
+
+    def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerMember, now: int) -> None:
+        self._rebalance_epochs[(group_id, member.member_id)] = member.member_epoch
+        self._timers.schedule(
+            rebalance_timer(group_id, member.member_id), now + member.rebalance_timeout_ms
+        )
+
+    def _cancel_rebalance_timeout(self, group_id: str, member_id: str) -> None:
+        self._rebalance_epochs.pop((group_id, member_id), None)
+        self._timers.cancel(rebalance_timer(group_id, member_id))
+
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        self._timers.cancel(session_timer(group_id, member_id))
+        self._cancel_rebalance_timeout(group_id, member_id)
+
+    @staticmethod
+    def owns_timer(key: Hashable) -> bool:
+        return isinstance(key, tuple) and len(key) == 3 and key[0] in (_SESSION, _REBALANCE)
+
+    def fire(self, key: tuple[str, str, str], now: int) -> Result:
+        kind, group_id, member_id = key
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None:
+            return Result()
+        if kind == _REBALANCE:
+            epoch = self._rebalance_epochs.pop((group_id, member_id), None)
+            if epoch != member.member_epoch or member.state is not MemberState.UNREVOKED_PARTITIONS:
+                return Result()
+        return Result(self.fence(group, member_id))
+
+    # ================================================================= topic metadata
+
+    def on_topics(self, topics: TopicsImage, now: int) -> Result:
+        """New broker metadata: a group whose subscribed topics changed gets a new epoch."""
+        self.topics = dict(topics)
+        self.topics_known = True
+        records: list[Record] = []
+        for group_id in sorted(self.groups):
+            group = self.groups[group_id]
+            if group.is_empty:
+                continue
+            plan = self._plan(group)
+            if self._subscription_metadata(plan) != group.subscription_metadata:
+                self._bump(plan)
+                records.extend(plan.records)
+        return Result(records)
+
+    # ================================================================= reads
+
+    def describe(self, group_id: str) -> api.DescribedConsumerGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            return api.DescribedConsumerGroup(
+                group_id=group_id,
+                error=ErrorCode.GROUP_ID_NOT_FOUND,
+                error_message=f"group {group_id!r} is not a consumer group",
+            )
+        members = [
+            api.DescribedConsumerMember(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=list(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                state=m.state.name,
+                assignment=_topic_partitions(m.assigned),
+                target_assignment=_topic_partitions(group.target(m.member_id)),
+            )
+            for m in sorted(group.members.values(), key=lambda m: m.member_id)
+        ]
+        return api.DescribedConsumerGroup(
+            group_id=group_id,
+            state=group.state.value,
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=_preferred_assignor(group.members.values(), self._assignors()[0]),
+            members=members,
+        )
+
+    def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int) -> None:
+        """Kafka's ConsumerGroup.validateOffsetCommit: members commit at their epoch."""
+        if epoch < 0 and group.is_empty:
+            return  # an admin reset or a standalone consumer, while nobody consumes
+        member = group.members.get(member_id)
+        if member is None:
+            raise _unknown(group.group_id, member_id)
+        if epoch != member.member_epoch:
+            raise ProtocolError(
+                ErrorCode.STALE_MEMBER_EPOCH,
+                f"member {member_id} committed with epoch {epoch}; its epoch is "
+                f"{member.member_epoch}",
+            )
+
+    def delete_records(self, group: ConsumerGroup) -> list[Record]:
+        return group_tombstones(group.group_id)
+
+    @staticmethod
+    def state_of(group: ConsumerGroup) -> ConsumerGroupState:
+        return group.state
+
+
+def _preferred_assignor(members: Any, default: str) -> str:
+    counts: dict[str, int] = {}
+    for member in members:
+        if member.server_assignor:
+            counts[member.server_assignor] = counts.get(member.server_assignor, 0) + 1
+    if not counts:
+        return default
+    return min(counts, key=lambda name: (-counts[name], name))
+
+
+def _changed_fields(body: api.ConsumerGroupHeartbeat) -> dict[str, object]:
+    """The fields a heartbeat sets; ``None`` (and -1 for the timeout) mean unchanged."""
+    changes: dict[str, object] = {}
+    if body.instance_id is not None:
+        changes["instance_id"] = body.instance_id
+    if body.rack_id is not None:
+        changes["rack_id"] = body.rack_id
+    if body.rebalance_timeout_ms != -1:
+        changes["rebalance_timeout_ms"] = body.rebalance_timeout_ms
+    if body.subscribed_topic_names is not None:
+        changes["subscribed_topic_names"] = tuple(sorted(set(body.subscribed_topic_names)))
+    if body.subscribed_topic_regex is not None:
+        changes["subscribed_topic_regex"] = body.subscribed_topic_regex or None
+    if body.server_assignor is not None:
+        changes["server_assignor"] = body.server_assignor
+    return changes
+
+
+def _owned(items: list[api.HeartbeatTopicPartitions] | None) -> Assignment | None:
+    if items is None:
+        return None
+    return from_lists((i.topic, i.partitions) for i in items)
+
+
+def _topic_partitions(assignment: Assignment) -> list[api.HeartbeatTopicPartitions]:
+    return [api.HeartbeatTopicPartitions(topic=t, partitions=ps) for t, ps in to_lists(assignment)]
+
+
+def _check_epoch(member: ConsumerMember, body: api.ConsumerGroupHeartbeat) -> None:
+    """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a stale epoch is fenced, except the
+    previous one with a subset of the assignment (the response to it was lost)."""
+    received = body.member_epoch
+    if received > member.member_epoch:
+        raise ProtocolError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"member {member.member_id} sent epoch {received}, newer than the coordinator's "
+            f"{member.member_epoch}; it must give up its partitions and rejoin",
+        )
+    if received < member.member_epoch and (
+        received != member.previous_member_epoch
+        or not is_subset(_owned(body.topic_partitions), member.assigned)
+    ):
+        raise ProtocolError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"member {member.member_id} sent epoch {received}, older than the coordinator's "
+            f"{member.member_epoch}; it must give up its partitions and rejoin",
+        )
+
+
+def _unknown(group_id: str, member_id: str) -> ProtocolError:
+    return ProtocolError(
+        ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id!r}"
+    )
+
+
+def _fenced_instance(
+    group_id: str, member_id: str, instance_id: str, static: ConsumerMember
+) -> ProtocolError:
+    return ProtocolError(
+        ErrorCode.FENCED_INSTANCE_ID,
+        f"instance id {instance_id!r} of group {group_id!r} belongs to member "
+        f"{static.member_id}, not {member_id}",
+    )

@@ -1,0 +1,145 @@
+"""KIP-848 consumer groups on three daemons: server-side assignment, incremental
+reconciliation with one owner per partition at every moment, a regex subscription that
+picks up a new topic, commits at the member epoch, and a shard failover in the middle of
+a rebalance."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafkacoord.client import GroupAdmin, GroupMember
+from kafkacoord.client.errors import RequestError
+from kafkacoord.coordinator.groups.partitioning import partition_for
+
+from .cluster import wait_until
+from .test_groups_cluster import DAEMONS, SHARDS, GroupCluster, _topic
+
+pytestmark = pytest.mark.integration
+
+TP = tuple[str, int]
+
+
+class Ownership:
+    """Every member's callbacks, checked against one table: a partition is handed to a
+    member only once its previous owner has given it up."""
+
+    def __init__(self) -> None:
+        self.owner: dict[TP, str] = {}
+        self.violations: list[str] = []
+        self._lock = threading.Lock()
+
+    def callbacks(self, name: str) -> dict[str, object]:
+        def assigned(partitions: frozenset[TP]) -> None:
+            with self._lock:
+                for tp in partitions:
+                    other = self.owner.get(tp)
+                    if other is not None and other != name:
+                        self.violations.append(f"{tp} given to {name} while {other} owns it")
+                    self.owner[tp] = name
+
+        def revoked(partitions: frozenset[TP]) -> None:
+            with self._lock:
+                for tp in partitions:
+                    if self.owner.get(tp) == name:
+                        del self.owner[tp]
+
+        return {"on_assigned": assigned, "on_revoked": revoked, "on_lost": revoked}
+
+
+@pytest.fixture
+def cluster(bootstrap: str, prefix: str, tmp_path: Path) -> Iterator[GroupCluster]:
+    c = GroupCluster(bootstrap, prefix, tmp_path)
+    c.env.update(
+        {
+            "KAFKACOORD_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "500",
+            "KAFKACOORD_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "6000",
+            "KAFKACOORD_GROUP_CONSUMER_METADATA_REFRESH_MS": "500",
+        }
+    )
+    try:
+        for node in DAEMONS:
+            c.start_daemon(node)
+        wait_until(lambda: all(c.shard_leader(s) is not None for s in range(SHARDS)),
+                   what="every group shard placed")  # fmt: skip
+        yield c
+    finally:
+        c.close()
+
+
+def _settled(members: list[GroupMember], partitions: set[TP]) -> bool:
+    owned = [tp for m in members for tp in m.assignment]
+    counts = [len(m.assignment) for m in members]
+    return (
+        all(m.wait_assigned(0) for m in members)
+        and len({m.generation for m in members}) == 1
+        and len(owned) == len(set(owned))
+        and set(owned) == partitions
+        and max(counts) - min(counts) <= 1
+    )
+
+
+def test_consumer_protocol_group_reconciles_commits_and_fails_over(
+    cluster: GroupCluster, prefix: str
+) -> None:
+    topic = _topic(cluster.bootstrap, f"{prefix}events", 12)
+    group = f"{prefix}billing"
+    ownership = Ownership()
+
+    def member(name: str) -> GroupMember:
+        # Subscribed by regex: topics created later join the subscription.
+        m = GroupMember(
+            cluster.bootstrap, group, [], protocol="consumer", topic_regex=f"{prefix}events.*",
+            topic_prefix=prefix, offsets_partitions=SHARDS, rebalance_timeout_ms=15000,
+            **ownership.callbacks(name),  # type: ignore[arg-type]
+        )  # fmt: skip
+        cluster.members.append(m)
+        return m.start()
+
+    members = [member(f"m{i}") for i in range(4)]
+    everything = {(topic, p) for p in range(12)}
+    wait_until(lambda: _settled(members, everything), timeout_s=60, what="4 members settled")
+    assert {len(m.assignment) for m in members} == {3}
+
+    # Commits carry the member epoch; a stale epoch is refused.
+    offsets = {tp: 100 + tp[1] for m in members for tp in m.assignment}
+    for m in members:
+        m.commit({tp: offsets[tp] for tp in m.assignment})
+    assert members[0].committed() == offsets
+    epoch = members[0].generation
+    members[0].generation = epoch - 1
+    with pytest.raises(RequestError, match="STALE_MEMBER_EPOCH"):
+        members[0].commit({tp: 1 for tp in members[0].assignment})
+    members[0].generation = epoch
+    assert members[0].committed() == offsets
+
+    # A new topic matching the subscription reaches the group through the broker's metadata.
+    more = _topic(cluster.bootstrap, f"{prefix}events-more", 4)
+    everything |= {(more, p) for p in range(4)}
+    wait_until(lambda: _settled(members, everything), timeout_s=60, what="16 partitions shared")
+
+    # Two more members join, and the shard's daemon dies while they reconcile.
+    members += [member("m4"), member("m5")]
+    shard = partition_for(group, SHARDS)
+    leader = cluster.shard_leader(shard)
+    assert leader in DAEMONS
+    cluster.daemons[leader].kill()
+    wait_until(lambda: cluster.shard_leader(shard) not in (None, leader), timeout_s=60,
+               what="shard moved to another daemon")  # fmt: skip
+    wait_until(lambda: _settled(members, everything), timeout_s=90, what="6 members settled")
+    assert not ownership.violations, ownership.violations
+    assert members[1].committed() == offsets  # nothing committed was lost
+
+    with GroupAdmin(cluster.bootstrap, topic_prefix=prefix, offsets_partitions=SHARDS) as ga:
+        [listed] = [g for g in ga.list_groups() if g.group_id == group]
+        assert (listed.group_type, listed.state) == ("consumer", "Stable")
+
+    # Leaving hands the partitions to the others at once (no session timeout to wait out).
+    for m in members[3:]:
+        m.close()
+    rest = members[:3]
+    wait_until(lambda: _settled(rest, everything), timeout_s=30, what="3 members settled")
+    assert not ownership.violations, ownership.violations
