@@ -17,13 +17,16 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import structlog
+from pydantic import ValidationError
 
 from kafkacoord.coordinator.protocol import ALL_APIS, Body, ErrorCode, encode_body
+from kafkacoord.coordinator.protocol.group_api import ConsumerGroupHint
 from kafkacoord.storage.topics import InternalTopics
 from kafkacoord.wire import (
     ClientTls,
@@ -82,6 +85,8 @@ class CoordinatorClient:
         self._users = 1
         self._key: tuple[Any, ...] | None = None
         self.closed = False
+        # (group, member) -> what to call when the daemon hints that member.
+        self._hint_watchers: dict[tuple[str, str], Callable[[], None]] = {}
 
     # -- connections ---------------------------------------------------------------------
 
@@ -99,11 +104,34 @@ class CoordinatorClient:
                 if conn is not None and not conn.closed:
                     return conn
             fresh = Connection(
-                endpoint, ssl_context=self._ssl, connect_timeout_s=self._connect_timeout_s
-            )
+                endpoint, ssl_context=self._ssl, connect_timeout_s=self._connect_timeout_s,
+                on_push=self._pushed,
+            )  # fmt: skip
             with self._lock:
                 self._connections[endpoint] = fresh
             return fresh
+
+    # -- pushes ----------------------------------------------------------------------------
+
+    def watch_hints(self, group_id: str, member_id: str, wake: Callable[[], None]) -> None:
+        """Call ``wake`` when a daemon hints this consumer group member (KIP-848 push)."""
+        with self._lock:
+            self._hint_watchers[(group_id, member_id)] = wake
+
+    def unwatch_hints(self, group_id: str, member_id: str) -> None:
+        with self._lock:
+            self._hint_watchers.pop((group_id, member_id), None)
+
+    def _pushed(self, frame: ResponseFrame) -> None:
+        try:
+            hint = ConsumerGroupHint.model_validate_json(frame.body)
+        except ValidationError:
+            log.warning("unreadable push from a daemon", size=len(frame.body))
+            return
+        with self._lock:
+            wake = self._hint_watchers.get((hint.group_id, hint.member_id))
+        if wake is not None:
+            wake()
 
     def _resolve(self, target: int, deadline: float) -> str | None:
         if not self.routes.wait_ready(max(0.0, deadline - time.monotonic())):

@@ -60,6 +60,7 @@ class ConsumerProtocolMember(GroupMember):
         server_assignor: str | None = None,
         topic_regex: str | None = None,
         rack_id: str | None = None,
+        hints: bool = True,
         **kwargs: Any,
     ) -> None:
         kwargs.pop("protocol", None)
@@ -73,6 +74,14 @@ class ConsumerProtocolMember(GroupMember):
         self._rack_id = rack_id
         self._full = True  # the next heartbeat carries every field
         self._next_s = 0.0
+        self.hints = 0  # hints the daemon pushed (they make it heartbeat at once)
+        if hints:
+            self._channel.client.watch_hints(group_id, self.member_id, self._hinted)
+
+    def _hinted(self) -> None:
+        self.hints += 1
+        self._next_s = 0.0
+        self._wake.set()
 
     # -- the member's thread ---------------------------------------------------------------
 
@@ -186,6 +195,7 @@ class ConsumerProtocolMember(GroupMember):
         if owned and self._on_revoked is not None:
             self._callback(self._on_revoked, owned)
         self.assignment = frozenset()
+        self._channel.client.unwatch_hints(self.group_id, self.member_id)
         if leave and not stuck and self.generation > 0:
             epoch = -2 if self.group_instance_id is not None else -1
             body = g.ConsumerGroupHeartbeat(

@@ -13,6 +13,7 @@ import select
 import socket
 import ssl
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 
 import structlog
@@ -51,8 +52,11 @@ class Connection:
         ssl_context: ssl.SSLContext | None = None,
         connect_timeout_s: float = 5.0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES * 16,
+        on_push: Callable[[ResponseFrame], None] | None = None,
     ) -> None:
         self.endpoint = endpoint
+        # Frames the daemon sends unasked (negative correlation ids), on the reader thread.
+        self._on_push = on_push
         host, port = split_endpoint(endpoint)
         try:
             sock = socket.create_connection((host, port), timeout=connect_timeout_s)
@@ -124,6 +128,13 @@ class Connection:
             self._fail(f"read failed: {exc}")
 
     def _complete(self, response: ResponseFrame) -> None:
+        if response.correlation_id < 0:
+            if self._on_push is not None:
+                try:
+                    self._on_push(response)
+                except Exception:  # a push is a hint: never let it break the connection
+                    log.exception("push handler failed", endpoint=self.endpoint)
+            return
         with self._pending_lock:
             future = self._pending.pop(response.correlation_id, None)
         if future is not None and not future.done():

@@ -6,7 +6,8 @@ Every frame is a 4-byte big-endian size, then a header, then the body.
   shard (int32: the ``__kc_offsets`` partition a group call is for, -1 otherwise)
   and client id (int16 length + UTF-8).
 - Response header: correlation id (int32), error code (int16) and error message
-  (int16 length + UTF-8, -1 for none).
+  (int16 length + UTF-8, -1 for none). A negative correlation id marks a push: a frame
+  the daemon sends without a request (clients number their requests from 0 up).
 
 The body is the API's JSON document (see :mod:`..protocol.base`). The layer knows
 nothing of APIs: it moves headers and bytes.

@@ -6,6 +6,7 @@ a rebalance."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from .test_groups_cluster import DAEMONS, SHARDS, GroupCluster, _topic
 pytestmark = pytest.mark.integration
 
 TP = tuple[str, int]
+HINTED_INTERVAL_MS = 20_000
 
 
 class Ownership:
@@ -50,13 +52,12 @@ class Ownership:
         return {"on_assigned": assigned, "on_revoked": revoked, "on_lost": revoked}
 
 
-@pytest.fixture
-def cluster(bootstrap: str, prefix: str, tmp_path: Path) -> Iterator[GroupCluster]:
-    c = GroupCluster(bootstrap, prefix, tmp_path)
+def _cluster(bootstrap: str, prefix: str, root: Path, heartbeat_ms: int) -> Iterator[GroupCluster]:
+    c = GroupCluster(bootstrap, prefix, root)
     c.env.update(
         {
-            "KAFKACOORD_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "500",
-            "KAFKACOORD_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "6000",
+            "KAFKACOORD_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": str(heartbeat_ms),
+            "KAFKACOORD_GROUP_CONSUMER_SESSION_TIMEOUT_MS": str(max(6000, heartbeat_ms * 3)),
             "KAFKACOORD_GROUP_CONSUMER_METADATA_REFRESH_MS": "500",
         }
     )
@@ -68,6 +69,17 @@ def cluster(bootstrap: str, prefix: str, tmp_path: Path) -> Iterator[GroupCluste
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+def cluster(bootstrap: str, prefix: str, tmp_path: Path) -> Iterator[GroupCluster]:
+    yield from _cluster(bootstrap, prefix, tmp_path, heartbeat_ms=500)
+
+
+@pytest.fixture
+def slow_cluster(bootstrap: str, prefix: str, tmp_path: Path) -> Iterator[GroupCluster]:
+    """Members heartbeat every 20 s: only hints can make a rebalance quicker."""
+    yield from _cluster(bootstrap, prefix, tmp_path, heartbeat_ms=HINTED_INTERVAL_MS)
 
 
 def _settled(members: list[GroupMember], partitions: set[TP]) -> bool:
@@ -142,4 +154,34 @@ def test_consumer_protocol_group_reconciles_commits_and_fails_over(
         m.close()
     rest = members[:3]
     wait_until(lambda: _settled(rest, everything), timeout_s=30, what="3 members settled")
+    assert not ownership.violations, ownership.violations
+
+
+def test_hints_make_members_reconcile_before_their_heartbeat_is_due(
+    slow_cluster: GroupCluster, prefix: str
+) -> None:
+    topic = _topic(slow_cluster.bootstrap, f"{prefix}jobs", 8)
+    group = f"{prefix}hinted"
+    ownership = Ownership()
+
+    def member(name: str, *, hints: bool = True) -> GroupMember:
+        m = slow_cluster.member(group, topic, protocol="consumer", hints=hints,
+                                **ownership.callbacks(name))  # fmt: skip
+        return m.start()
+
+    everything = {(topic, p) for p in range(8)}
+    first = member("a")
+    wait_until(lambda: _settled([first], everything), timeout_s=30, what="one member")
+    # A second member joins: the first must revoke before the second gets anything. A
+    # member heartbeats at most every 16 s (20 s, up to 20% early) unless hinted.
+    joined = time.monotonic()
+    second = member("b")
+    wait_until(lambda: _settled([first, second], everything), timeout_s=30, what="two members")
+    assert time.monotonic() - joined < 0.8 * HINTED_INTERVAL_MS / 1000
+    assert first.hints >= 1 and second.hints >= 1  # type: ignore[attr-defined]
+    # A member that ignores hints still converges, at its own heartbeat.
+    third = member("c", hints=False)
+    members = [first, second, third]
+    wait_until(lambda: _settled(members, everything), timeout_s=60, what="three members")
+    assert third.hints == 0  # type: ignore[attr-defined]
     assert not ownership.violations, ownership.violations

@@ -7,7 +7,13 @@ retention, never replayed into state) and benefit from field-level error message
 
 from __future__ import annotations
 
+from typing import Final
+
 from pydantic import BaseModel, ConfigDict
+
+PUSH_CORRELATION_ID: Final = -1
+"""The correlation id of a frame a daemon sends unasked (a hint to a consumer group
+member); requests are numbered from 0 up."""
 
 
 class Body(BaseModel):

@@ -263,6 +263,15 @@ class ConsumerGroupHeartbeatResponse(Body):
     assignment: list[HeartbeatTopicPartitions] | None = None
 
 
+class ConsumerGroupHint(Body):
+    """Pushed down a member's connection (beyond Kafka): its target changed or partitions
+    it waits for were released, so it should heartbeat now rather than at its interval."""
+
+    group_id: str
+    member_id: str
+    group_epoch: int
+
+
 class ConsumerGroupDescribe(Body):
     """Kafka's ConsumerGroupDescribe (API 69)."""
 

@@ -503,6 +503,8 @@ class ShardHost:
 
     def _remember(self, replies: list[Reply]) -> None:
         for reply in replies:
+            if reply.to.correlation_id < 0:
+                continue  # a push (a hint to a member), not the answer to a request
             self._observer.answered(self.name, reply.api, reply.error)
             if reply.error is not ErrorCode.NONE:
                 self.stats.errors[reply.error.name] = self.stats.errors.get(reply.error.name, 0) + 1

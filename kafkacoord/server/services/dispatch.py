@@ -21,6 +21,7 @@ from kafkacoord.coordinator.protocol import (
     decode_request,
 )
 from kafkacoord.coordinator.protocol.apis import encode_body
+from kafkacoord.coordinator.protocol.base import PUSH_CORRELATION_ID
 from kafkacoord.coordinator.runtime.shard import Reply, Request, RequestRef
 from kafkacoord.wire import RequestHeader, ServerConnection
 from kafkacoord.wire.frames import encode_response
@@ -50,7 +51,9 @@ class ConnectionChannel:
             )
             for r in replies
         ]
-        self._conn.send(frames[0] if len(frames) == 1 else b"".join(frames), len(frames))
+        # Pushes answer no request: they must not count against the in-flight limit.
+        answered = sum(1 for r in replies if r.to.correlation_id != PUSH_CORRELATION_ID)
+        self._conn.send(frames[0] if len(frames) == 1 else b"".join(frames), answered)
 
 
 def channel_of(conn: ServerConnection) -> ConnectionChannel:

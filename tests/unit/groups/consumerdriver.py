@@ -9,6 +9,7 @@ from kafkacoord.codecs.models import SubscribedTopic
 from kafkacoord.coordinator.groups.consumer import ConsumerGroup
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.protocol.base import PUSH_CORRELATION_ID
 from kafkacoord.coordinator.runtime.shard import Reply
 
 from .groupdriver import Driver
@@ -19,6 +20,13 @@ Owned = dict[str, set[int]]
 
 def topics_image(**counts: int) -> dict[str, SubscribedTopic]:
     return {t: SubscribedTopic(t, n) for t, n in counts.items()}
+
+
+class Connection:
+    """Stands in for a member's connection: hints are replies sent down it."""
+
+    def deliver(self, replies: Sequence[Reply]) -> None:
+        raise AssertionError("the test driver collects replies itself")
 
 
 @dataclass
@@ -33,6 +41,7 @@ class Consumer:
     epoch: int = 0
     owned: Owned = field(default_factory=dict)
     last: Reply | None = None
+    connection: Connection = field(default_factory=Connection)
 
     def heartbeat(self, *, full: bool = False, **overrides: object) -> Reply:
         joining = self.epoch == 0
@@ -46,7 +55,7 @@ class Consumer:
             "topic_partitions": self.reported(),
         }
         body = api.ConsumerGroupHeartbeat(**{**fields, **overrides})  # type: ignore[arg-type]
-        reply = self.driver.call(body, client_id=self.member_id)
+        reply = self.driver.call(body, client_id=self.member_id, channel=self.connection)
         self.last = reply
         if reply.error is ErrorCode.NONE:
             assert isinstance(reply.body, api.ConsumerGroupHeartbeatResponse)
@@ -71,6 +80,15 @@ class Consumer:
 
     def owned_set(self) -> set[tuple[str, int]]:
         return {(t, p) for t, ps in self.owned.items() for p in ps}
+
+
+def hinted(driver: Driver, since: int = 0) -> list[str]:
+    """The members hinted since reply number ``since``, in order."""
+    return [
+        r.body.member_id
+        for r in driver.replies[since:]
+        if r.to.correlation_id == PUSH_CORRELATION_ID and isinstance(r.body, api.ConsumerGroupHint)
+    ]
 
 
 def consumer_group(driver: Driver, group: str) -> ConsumerGroup:

@@ -31,6 +31,7 @@ from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import (
     Record,
     Reply,
+    ReplyChannel,
     Request,
     RequestRef,
     Result,
@@ -159,8 +160,10 @@ class Driver:
         self.replies.extend(result.replies)
         return result
 
-    def request(self, body: Body, *, client_id: str = "client") -> RequestRef:
-        ref = RequestRef(client_id, next(self._corr))
+    def request(
+        self, body: Body, *, client_id: str = "client", channel: ReplyChannel | None = None
+    ) -> RequestRef:
+        ref = RequestRef(client_id, next(self._corr), channel)
         req = Request(ref, type(body).__name__, body)
         self.apply(self.shard.handle(req, self.now))
         return ref
@@ -170,8 +173,10 @@ class Driver:
         assert len(found) <= 1, f"{len(found)} replies to one request: {found}"
         return found[0] if found else None
 
-    def call(self, body: Body, *, client_id: str = "client") -> Reply:
-        ref = self.request(body, client_id=client_id)
+    def call(
+        self, body: Body, *, client_id: str = "client", channel: ReplyChannel | None = None
+    ) -> Reply:
+        ref = self.request(body, client_id=client_id, channel=channel)
         reply = self.reply(ref)
         assert reply is not None, f"{type(body).__name__} was parked"
         return reply

@@ -25,6 +25,7 @@ from .consumerdriver import (
     assert_single_owners,
     consumer_group,
     converge,
+    hinted,
     state_of,
     topics_image,
 )
@@ -428,3 +429,31 @@ def test_subscribed_topic_without_metadata_assigns_nothing_until_it_appears() ->
     d.apply(d.shard.on_topics({"t": SubscribedTopic("t", 2)}, d.now))
     a.ok()
     assert a.owned == {"t": {0, 1}}
+
+
+def test_hints_go_to_the_members_an_event_lets_move_on() -> None:
+    d = driver_with(t=4)
+    a, b = Consumer(d, G, "a"), Consumer(d, G, "b")
+    a.ok()
+    assert hinted(d) == []
+    mark = len(d.replies)
+    b.ok()  # a new target epoch: a must revoke, so a is hinted (b got its answer)
+    assert hinted(d, mark) == ["a"]
+    mark = len(d.replies)
+    a.ok()  # a is asked to revoke: nothing released yet, nobody hinted
+    assert hinted(d, mark) == []
+    mark = len(d.replies)
+    a.ok()  # a released two partitions: b, waiting for them, is hinted
+    assert hinted(d, mark) == ["b"]
+    mark = len(d.replies)
+    b.ok()
+    b.ok()  # a plain heartbeat of a stable group hints nobody
+    assert hinted(d, mark) == [] and consumer_group(d, G).state is ConsumerGroupState.STABLE
+    # A member that leaves: the others must take its partitions.
+    mark = len(d.replies)
+    b.epoch = -1
+    b.ok()
+    assert hinted(d, mark) == ["a"]
+    # Hints are pushes: they are not kept as answers to requests.
+    assert all(r.to.correlation_id >= 0 for r in d.replies if r.body is not None
+               and not isinstance(r.body, api.ConsumerGroupHint))  # fmt: skip

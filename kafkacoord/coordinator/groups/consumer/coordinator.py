@@ -38,6 +38,7 @@ from kafkacoord.coordinator.groups.config import GroupConfig
 from kafkacoord.coordinator.groups.scheduling import ShardTimers
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.protocol.base import PUSH_CORRELATION_ID
 from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
 from .assignment import EMPTY, Assignment, from_lists, is_subset, to_lists
@@ -103,6 +104,9 @@ class ConsumerGroups:
         self._timers = timers
         # (group, member) -> the epoch a rebalance timeout was set for.
         self._rebalance_epochs: dict[tuple[str, str], int] = {}
+        # (group, member) -> its last heartbeat: where hints go (soft state, as Kafka's
+        # connections are; a new leader learns them from the next heartbeats).
+        self._last_heard: dict[tuple[str, str], RequestRef] = {}
 
     # ================================================================= replay
 
@@ -159,6 +163,7 @@ class ConsumerGroups:
     def unload(self) -> None:
         self.groups.clear()
         self._rebalance_epochs.clear()
+        self._last_heard.clear()
 
     # ================================================================= heartbeat
 
@@ -226,13 +231,16 @@ class ConsumerGroups:
             and body.topic_partitions is not None
         )
         changed = dict(reconciled.assigned) != dict(member.assigned)
+        self._last_heard[(group.group_id, reconciled.member_id)] = ref
+        replies = self._hints(plan, reconciled, released=_released(member, reconciled))
         response = api.ConsumerGroupHeartbeatResponse(
             member_id=reconciled.member_id,
             member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
             assignment=_topic_partitions(reconciled.assigned) if full or changed else None,
         )
-        return Result(plan.records, [Reply(ref, "ConsumerGroupHeartbeat", body=response)])
+        replies.append(Reply(ref, "ConsumerGroupHeartbeat", body=response))
+        return Result(plan.records, replies)
 
     def _validate(self, body: api.ConsumerGroupHeartbeat) -> None:
         def invalid(message: str) -> ProtocolError:
@@ -423,17 +431,19 @@ class ConsumerGroups:
                                      pending_revocation=EMPTY)  # fmt: skip
             self._cancel_rebalance_timeout(group.group_id, member.member_id)
             return Result([member_assignment_record(group.group_id, leaving)], [reply])
-        return Result(self.fence(group, member.member_id), [reply])
+        records, hints = self._fence(group, member.member_id)
+        return Result(records, [*hints, reply])
 
-    def fence(self, group: ConsumerGroup, member_id: str) -> list[Record]:
-        """The records removing a member; the others get a new epoch and target."""
+    def _fence(self, group: ConsumerGroup, member_id: str) -> tuple[list[Record], list[Reply]]:
+        """The records removing a member (the others get a new epoch and target), and the
+        hints to the members that must move."""
         plan = self._plan(group)
         plan.records.extend(member_tombstones(group.group_id, member_id))
         del plan.members[member_id]
         plan.targets.pop(member_id, None)
         self._cancel_timers(group.group_id, member_id)
         self._bump(plan)
-        return plan.records
+        return plan.records, self._hints(plan, None, released=True)
 
     # ================================================================= timers
 
@@ -450,6 +460,32 @@ class ConsumerGroups:
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         self._timers.cancel(session_timer(group_id, member_id))
         self._cancel_rebalance_timeout(group_id, member_id)
+        self._last_heard.pop((group_id, member_id), None)
+
+    # ================================================================= hints
+
+    def _hints(
+        self, plan: _Plan, requester: ConsumerMember | None, *, released: bool = False
+    ) -> list[Reply]:
+        """Hints to the members an event lets move on: after a new target epoch, every
+        member not at it; after partitions were released, every member still waiting.
+        Sent once the event's records are durable, like any reply."""
+        if plan.target_epoch == plan.group.assignment_epoch and not released:
+            return []
+        skip = None if requester is None else requester.member_id
+        hints = []
+        for member_id, member in sorted(plan.members.items()):
+            if member_id == skip or member.is_reconciled_to(plan.target_epoch):
+                continue
+            heard = self._last_heard.get((plan.group.group_id, member_id))
+            if heard is None or heard.channel is None:
+                continue
+            to = RequestRef(heard.client_id, PUSH_CORRELATION_ID, heard.channel)
+            hint = api.ConsumerGroupHint(
+                group_id=plan.group.group_id, member_id=member_id, group_epoch=plan.epoch
+            )
+            hints.append(Reply(to, "ConsumerGroupHeartbeat", body=hint))
+        return hints
 
     @staticmethod
     def owns_timer(key: Hashable) -> bool:
@@ -465,7 +501,8 @@ class ConsumerGroups:
             epoch = self._rebalance_epochs.pop((group_id, member_id), None)
             if epoch != member.member_epoch or member.state is not MemberState.UNREVOKED_PARTITIONS:
                 return Result()
-        return Result(self.fence(group, member_id))
+        records, hints = self._fence(group, member_id)
+        return Result(records, hints)
 
     # ================================================================= topic metadata
 
@@ -474,6 +511,7 @@ class ConsumerGroups:
         self.topics = dict(topics)
         self.topics_known = True
         records: list[Record] = []
+        hints: list[Reply] = []
         for group_id in sorted(self.groups):
             group = self.groups[group_id]
             if group.is_empty:
@@ -482,7 +520,8 @@ class ConsumerGroups:
             if self._subscription_metadata(plan) != group.subscription_metadata:
                 self._bump(plan)
                 records.extend(plan.records)
-        return Result(records)
+                hints.extend(self._hints(plan, None))
+        return Result(records, hints)
 
     # ================================================================= reads
 
@@ -549,6 +588,11 @@ def _preferred_assignor(members: Any, default: str) -> str:
     if not counts:
         return default
     return min(counts, key=lambda name: (-counts[name], name))
+
+
+def _released(before: ConsumerMember, after: ConsumerMember) -> bool:
+    """Whether the member gave up partitions others may be waiting for."""
+    return bool(set(before.owned_partitions()) - set(after.owned_partitions()))
 
 
 def _changed_fields(body: api.ConsumerGroupHeartbeat) -> dict[str, object]:
