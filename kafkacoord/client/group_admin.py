@@ -6,6 +6,11 @@ from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from kafkacoord.coordinator.groups.assignors.common import TopicPartition
+from kafkacoord.coordinator.groups.consumer_protocol import (
+    PROTOCOL_TYPE,
+    Assignment,
+    encode_assignment,
+)
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.wire import ClientTls
@@ -49,16 +54,40 @@ class GroupAdmin:
         return sorted(groups, key=lambda group: group.group_id)
 
     def describe_groups(self, groups: Collection[str]) -> list[g.DescribedGroup]:
-        by_shard: dict[int, list[str]] = {}
-        for group in groups:
-            by_shard.setdefault(self.channel.shard_of(group), []).append(group)
+        """Classic and consumer (KIP-848) groups alike, in DescribeGroups' shape: a
+        consumer group shows its assignor as the protocol and its epoch as the
+        generation."""
         described: list[g.DescribedGroup] = []
-        for shard, names in sorted(by_shard.items()):
+        consumer: list[str] = []
+        for shard, names in self._by_shard(groups):
             reply = self.channel.call(
                 shard, g.DescribeGroups(groups=names), g.DescribeGroupsResponse
             )
+            for group in reply.groups:
+                # The classic API answers a consumer group as not one of its own.
+                if group.error is ErrorCode.GROUP_ID_NOT_FOUND and group.protocol_type:
+                    consumer.append(group.group_id)
+                else:
+                    described.append(group)
+        described.extend(_as_classic(c) for c in self.describe_consumer_groups(consumer))
+        return sorted(described, key=lambda group: group.group_id)
+
+    def describe_consumer_groups(self, groups: Collection[str]) -> list[g.DescribedConsumerGroup]:
+        """KIP-848 groups (ConsumerGroupDescribe): epochs, members' epochs, assignments
+        and targets."""
+        described: list[g.DescribedConsumerGroup] = []
+        for shard, names in self._by_shard(groups):
+            reply = self.channel.call(
+                shard, g.ConsumerGroupDescribe(group_ids=names), g.ConsumerGroupDescribeResponse
+            )
             described.extend(reply.groups)
         return sorted(described, key=lambda group: group.group_id)
+
+    def _by_shard(self, groups: Collection[str]) -> list[tuple[int, list[str]]]:
+        by_shard: dict[int, list[str]] = {}
+        for group in groups:
+            by_shard.setdefault(self.channel.shard_of(group), []).append(group)
+        return sorted(by_shard.items())
 
     def delete_groups(self, groups: Collection[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}
@@ -108,3 +137,30 @@ class GroupAdmin:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _as_classic(group: g.DescribedConsumerGroup) -> g.DescribedGroup:
+    if group.error is not ErrorCode.NONE:
+        return g.DescribedGroup(group_id=group.group_id, error=group.error, state="Dead",
+                                protocol_type="", protocol="")  # fmt: skip
+    members = [
+        g.DescribedMember(
+            member_id=m.member_id,
+            group_instance_id=m.instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            metadata=b"",
+            assignment=encode_assignment(
+                Assignment(tuple((a.topic, p) for a in m.assignment for p in a.partitions))
+            ),
+        )
+        for m in group.members
+    ]
+    return g.DescribedGroup(
+        group_id=group.group_id,
+        state=group.state,
+        protocol_type=PROTOCOL_TYPE,
+        protocol=group.assignor_name,
+        generation=group.group_epoch,
+        members=members,
+    )

@@ -148,6 +148,16 @@ def test_consumer_protocol_group_reconciles_commits_and_fails_over(
     with GroupAdmin(cluster.bootstrap, topic_prefix=prefix, offsets_partitions=SHARDS) as ga:
         [listed] = [g for g in ga.list_groups() if g.group_id == group]
         assert (listed.group_type, listed.state) == ("consumer", "Stable")
+        # `groups describe` shows a consumer group in the classic columns.
+        [described] = ga.describe_groups([group])
+        assert (described.state, described.protocol) == ("Stable", "uniform")
+        assert described.generation == members[0].generation
+        assert len(described.members) == 6
+        [detail] = ga.describe_consumer_groups([group])
+        assert detail.assignment_epoch == detail.group_epoch == members[0].generation
+        owned = {m.member_id: {(a.topic, p) for a in m.assignment for p in a.partitions}
+                 for m in detail.members}  # fmt: skip
+        assert owned == {m.member_id: set(m.assignment) for m in members}
 
     # Leaving hands the partitions to the others at once (no session timeout to wait out).
     for m in members[3:]:
