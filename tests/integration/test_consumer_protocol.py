@@ -195,3 +195,38 @@ def test_hints_make_members_reconcile_before_their_heartbeat_is_due(
     wait_until(lambda: _settled(members, everything), timeout_s=60, what="three members")
     assert third.hints == 0  # type: ignore[attr-defined]
     assert not ownership.violations, ownership.violations
+
+
+def test_rolling_upgrade_from_the_classic_protocol(cluster: GroupCluster, prefix: str) -> None:
+    topic = _topic(cluster.bootstrap, f"{prefix}orders", 6)
+    group = f"{prefix}upgrading"
+    ownership = Ownership()
+    everything = {(topic, p) for p in range(6)}
+    classic = [
+        cluster.member(group, topic, **ownership.callbacks(f"classic-{i}")).start()
+        for i in range(3)
+    ]
+    wait_until(lambda: _settled(classic, everything), timeout_s=60, what="classic group stable")
+    offsets = {tp: 500 + tp[1] for m in classic for tp in m.assignment}
+    for m in classic:
+        m.commit({tp: offsets[tp] for tp in m.assignment})
+
+    # Restart the members one by one on the consumer protocol.
+    members = list(classic)
+    for i, old in enumerate(classic):
+        old.close()
+        members.remove(old)
+        new = cluster.member(group, topic, protocol="consumer",
+                             **ownership.callbacks(f"consumer-{i}")).start()  # fmt: skip
+        members.append(new)
+        wait_until(lambda: _settled(members, everything), timeout_s=90,
+                   what=f"settled after restart {i + 1}")  # fmt: skip
+        assert not ownership.violations, ownership.violations
+
+    with GroupAdmin(cluster.bootstrap, topic_prefix=prefix, offsets_partitions=SHARDS) as ga:
+        [detail] = ga.describe_consumer_groups([group])
+        assert detail.state == "Stable" and len(detail.members) == 3
+        [listed] = [g for g in ga.list_groups() if g.group_id == group]
+        assert listed.group_type == "consumer"
+        committed = {tp: v.offset for tp, v in ga.committed(group).items()}
+        assert committed == offsets  # nothing committed was lost

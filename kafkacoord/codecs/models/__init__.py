@@ -2,6 +2,8 @@
 
 from .base import AvroModel
 from .consumer_groups import (
+    ClassicMemberMetadata,
+    ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -47,6 +49,8 @@ from .offsets import (
 
 __all__ = [
     "AvroModel",
+    "ClassicMemberMetadata",
+    "ClassicProtocol",
     "ConsumerGroupCurrentMemberAssignmentKey",
     "ConsumerGroupCurrentMemberAssignmentValue",
     "ConsumerGroupMemberMetadataKey",

@@ -16,6 +16,8 @@ from typing import Any, Self
 from .base import AvroModel
 
 __all__ = [
+    "ClassicMemberMetadata",
+    "ClassicProtocol",
     "ConsumerGroupCurrentMemberAssignmentKey",
     "ConsumerGroupCurrentMemberAssignmentValue",
     "ConsumerGroupMemberMetadataKey",
@@ -115,6 +117,25 @@ class ConsumerGroupMemberMetadataKey(AvroModel):
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicProtocol(AvroModel):
+    name: str
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata(AvroModel):
+    """A member that still speaks the classic protocol inside a consumer group."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[ClassicProtocol, ...]
+
+    @classmethod
+    def from_avro(cls, data: dict[str, Any]) -> Self:
+        protocols = tuple(ClassicProtocol.from_avro(p) for p in data["supported_protocols"])
+        return cls(data["session_timeout_ms"], protocols)
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberMetadataValue(AvroModel):
     client_id: str
     client_host: str
@@ -124,9 +145,11 @@ class ConsumerGroupMemberMetadataValue(AvroModel):
     rack_id: str | None = None
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
+    classic_member_metadata: ClassicMemberMetadata | None = None
 
     @classmethod
     def from_avro(cls, data: dict[str, Any]) -> Self:
+        classic = data.get("classic_member_metadata")
         return cls(
             client_id=data["client_id"],
             client_host=data["client_host"],
@@ -136,6 +159,9 @@ class ConsumerGroupMemberMetadataValue(AvroModel):
             rack_id=data["rack_id"],
             subscribed_topic_regex=data["subscribed_topic_regex"],
             server_assignor=data["server_assignor"],
+            classic_member_metadata=(
+                None if classic is None else ClassicMemberMetadata.from_avro(classic)
+            ),
         )
 
 

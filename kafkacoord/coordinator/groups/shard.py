@@ -44,6 +44,8 @@ from .classic_group import ClassicGroup, GroupSnapshot
 from .commit_replies import CommitReplies, Outcomes
 from .config import GroupConfig
 from .consumer import CONSUMER_GROUP_KEYS, ConsumerGroup, ConsumerGroups, TopicsImage
+from .consumer.classic_members import ClassicMembers
+from .consumer.migration import convert_classic_group
 from .consumer.records import group_tombstones as consumer_group_tombstones
 from .consumer_protocol import PROTOCOL_TYPE
 from .membership import MemberIdFactory, Membership, join_error, uuid_member_id
@@ -97,6 +99,7 @@ class GroupShard:
         self._membership = Membership(config, self._groups, self._timers, self._new_member_id)
         self._commit_replies = CommitReplies()
         self._consumer = ConsumerGroups(config, self._timers)
+        self._classic_members = ClassicMembers(self._consumer, self._new_member_id)
         self._active = False
 
     # ================================================================= read-only views
@@ -282,11 +285,22 @@ class GroupShard:
             return Result(replies=[Reply(request.ref, "ConsumerGroupDescribe", body=response)])
         if isinstance(body, api.JoinGroup):
             return self._join_group(request.ref, body, now)
+        consumer = (
+            self._consumer.groups.get(body.group_id)
+            if isinstance(body, (*_MEMBERSHIP_BODIES, api.Heartbeat))
+            else None
+        )
         if isinstance(body, api.SyncGroup):
+            if consumer is not None:
+                return self._classic_members.sync(request.ref, body, consumer, now)
             return self._membership.sync_group(request.ref, body, now)
         if isinstance(body, api.Heartbeat):
+            if consumer is not None:
+                return self._classic_members.heartbeat(request.ref, body, consumer, now)
             return self._membership.heartbeat(request.ref, body, now)
         if isinstance(body, api.LeaveGroup):
+            if consumer is not None:
+                return self._classic_members.leave(request.ref, body, consumer)
             return self._membership.leave_group(request.ref, body, now)
         if isinstance(body, api.OffsetCommit):
             return self._offset_commit(request.ref, body, now)
@@ -319,26 +333,47 @@ class GroupShard:
         if classic is None or body.member_epoch != 0:
             return self._consumer.heartbeat(ref, body, now)
         if not classic.is_empty or classic.pending_members:
-            raise ProtocolError(
-                ErrorCode.GROUP_ID_NOT_FOUND,
-                f"group {body.group_id!r} is a classic group with members, not a consumer group",
-            )
+            return self._upgrade(ref, body, classic, now)
         # An empty classic group gives its id (and offsets) to the consumer group.
         result = self._consumer.heartbeat(ref, body, now)
         if classic.persisted is not None:
             result.records.insert(0, group_metadata_tombstone(body.group_id))
         return result
 
+    def _upgrade(
+        self, ref: RequestRef, body: api.ConsumerGroupHeartbeat, classic: ClassicGroup, now: int
+    ) -> Result:
+        """The first consumer-protocol member of a classic group with members: the group
+        becomes a consumer group, its classic members still speaking the classic protocol
+        (an online upgrade, as Kafka 4's rolling upgrade)."""
+        if classic.protocol_type != PROTOCOL_TYPE:
+            raise ProtocolError(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"group {body.group_id!r} is a classic group of protocol type "
+                f"{classic.protocol_type!r}; only consumer groups can be upgraded",
+            )
+        if classic.state is not GroupState.STABLE or classic.pending_members:
+            # Retriable: a rebalance of the classic group is under way.
+            raise ProtocolError(
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                f"classic group {body.group_id!r} is {classic.state}; it becomes a consumer "
+                "group once Stable",
+            )
+        if not self._consumer.topics_known:
+            raise ProtocolError(
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                "the broker's topics are not known yet; the upgrade waits for them",
+            )
+        converted = convert_classic_group(classic, self._consumer.topics)
+        return self._consumer.heartbeat(ref, body, now, converted=converted)
+
     def _join_group(self, ref: RequestRef, body: api.JoinGroup, now: int) -> Result:
         consumer = self._consumer.groups.get(body.group_id)
         if consumer is None:
             return self._membership.join_group(ref, body, now)
         if not consumer.is_empty:
-            raise ProtocolError(
-                ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                f"group {body.group_id!r} is a consumer group (KIP-848) with members; its "
-                "members use the consumer protocol",
-            )
+            # A classic member of a consumer group: a rolling upgrade is under way.
+            return self._classic_members.join(ref, body, consumer, now)
         # An empty consumer group gives its id to the classic group, once one is created.
         result = self._membership.join_group(ref, body, now)
         if body.group_id in self._groups:

@@ -24,6 +24,8 @@ from kafkacoord.codecs import (
 )
 from kafkacoord.codecs.models import (
     AvroModel,
+    ClassicMemberMetadata,
+    ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -261,6 +263,14 @@ VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
         rack_id=opt_texts,
         subscribed_topic_regex=opt_texts,
         server_assignor=opt_texts,
+        classic_member_metadata=st.none()
+        | st.builds(
+            ClassicMemberMetadata,
+            session_timeout_ms=ints,
+            supported_protocols=st.lists(
+                st.builds(ClassicProtocol, name=texts, metadata=blobs), max_size=3
+            ).map(tuple),
+        ),
     ),
     RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: st.builds(
         ConsumerGroupTargetAssignmentMetadataValue, assignment_epoch=ints

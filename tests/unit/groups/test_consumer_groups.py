@@ -29,7 +29,7 @@ from .consumerdriver import (
     state_of,
     topics_image,
 )
-from .groupdriver import Driver, commit_body, join_body, partition_errors
+from .groupdriver import Driver, commit_body, partition_errors
 
 G = "orders-app"
 
@@ -336,14 +336,8 @@ def test_admin_apis_see_consumer_groups() -> None:
     assert d.reload().consumer_group(G) is None
 
 
-def test_classic_and_consumer_groups_share_ids_only_when_empty() -> None:
+def test_an_empty_classic_group_gives_its_id_and_offsets_to_a_consumer_group() -> None:
     d = driver_with(t=2)
-    d.form_group("classic", 1, partitions={"t": 2})
-    reply = Consumer(d, "classic", "m").heartbeat()
-    assert reply.error is ErrorCode.GROUP_ID_NOT_FOUND
-    Consumer(d, G, "a").ok()
-    joined = d.call(join_body(G, "x"))
-    assert joined.error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     # Offsets committed without membership: the consumer group takes the id and keeps them.
     d.call(commit_body("simple", {("t", 1): 7}))
     Consumer(d, "simple", "m").ok()

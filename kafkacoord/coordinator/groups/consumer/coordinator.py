@@ -83,7 +83,7 @@ def rebalance_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
 
 
 @dataclass(slots=True)
-class _Plan:
+class Plan:
     """What one event decides for a group, before any of it is replayed."""
 
     group: ConsumerGroup
@@ -117,29 +117,8 @@ class ConsumerGroups:
             if value is None:
                 return
             group = self.groups[group_id] = ConsumerGroup(group_id)
-        if isinstance(key, ConsumerGroupMetadataKey):
-            if value is None:
-                del self.groups[group_id]
-                return
-            assert isinstance(value, ConsumerGroupMetadataValue)
-            group.replay_epoch(value.epoch)
-        elif isinstance(key, ConsumerGroupPartitionMetadataKey):
-            assert value is None or isinstance(value, ConsumerGroupPartitionMetadataValue)
-            group.replay_subscription_metadata(() if value is None else value.topics)
-        elif isinstance(key, ConsumerGroupMemberMetadataKey):
-            assert value is None or isinstance(value, ConsumerGroupMemberMetadataValue)
-            group.replay_member_metadata(key.member_id, value)
-        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
-            assert value is None or isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
-            group.replay_target_epoch(0 if value is None else value.assignment_epoch)
-        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
-            assert value is None or isinstance(value, ConsumerGroupTargetAssignmentMemberValue)
-            group.replay_target(key.member_id, None if value is None else value.partitions)
-        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
-            assert value is None or isinstance(value, ConsumerGroupCurrentMemberAssignmentValue)
-            group.replay_member_assignment(key.member_id, value)
-        else:
-            raise TypeError(f"{type(key).__name__} is not a consumer group record")
+        if not apply_record(group, key, value):
+            del self.groups[group_id]
 
     # ================================================================= lifecycle
 
@@ -147,15 +126,12 @@ class ConsumerGroups:
         result = Result()
         for group in list(self.groups.values()):
             for member in group.members.values():
-                self._timers.schedule(
-                    session_timer(group.group_id, member.member_id),
-                    now + self.config.consumer_session_timeout_ms,
-                )
+                self.touch(group.group_id, member, now)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance_timeout(group.group_id, member, now)
             if group.group_epoch > group.assignment_epoch:
                 # A load between an epoch bump and its target (a partial write): finish it.
-                plan = self._plan(group)
+                plan = self.plan_for(group)
                 self._assign(plan)
                 result.records.extend(plan.records)
         return result
@@ -167,11 +143,20 @@ class ConsumerGroups:
 
     # ================================================================= heartbeat
 
-    def heartbeat(self, ref: RequestRef, body: api.ConsumerGroupHeartbeat, now: int) -> Result:
+    def heartbeat(
+        self,
+        ref: RequestRef,
+        body: api.ConsumerGroupHeartbeat,
+        now: int,
+        *,
+        converted: tuple[ConsumerGroup, list[Record]] | None = None,
+    ) -> Result:
+        """ConsumerGroupHeartbeat. ``converted`` is a classic group turned into this
+        consumer group by this very request: the group as its records build it, and them."""
         self._validate(body)
         if body.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(ref, body)
-        group = self.groups.get(body.group_id)
+        group = self.groups.get(body.group_id) if converted is None else converted[0]
         joining = body.member_epoch == JOIN_EPOCH
         if group is None:
             if not joining:
@@ -181,16 +166,53 @@ class ConsumerGroups:
                     "not exist; rejoin with epoch 0",
                 )
             group = ConsumerGroup(body.group_id)
-        plan = self._plan(group)
+        plan = self.plan_for(group)
+        if converted is not None:
+            plan.records.extend(converted[1])
+            for classic in group.members.values():
+                self.touch(group.group_id, classic, now)
         member, new = self._member(plan, body)
         if new:
-            self._check_size(plan, member)
-
+            self.check_size(plan, member)
         updated = member.replace(
             client_id=body.client_id,
             client_host=body.client_host,
+            classic=None,  # a classic member that comes back on the consumer protocol
             **_changed_fields(body),
         )
+        reconciled = self.update_member(plan, member, updated, new=new,
+                                        owned=_owned(body.topic_partitions), now=now)  # fmt: skip
+
+        full = joining or (
+            body.rebalance_timeout_ms != -1
+            and body.subscribed_topic_names is not None
+            and body.topic_partitions is not None
+        )
+        changed = dict(reconciled.assigned) != dict(member.assigned)
+        self._last_heard[(group.group_id, reconciled.member_id)] = ref
+        replies = self.hints_for(plan, reconciled, released=_released(member, reconciled))
+        response = api.ConsumerGroupHeartbeatResponse(
+            member_id=reconciled.member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignment=_topic_partitions(reconciled.assigned) if full or changed else None,
+        )
+        replies.append(Reply(ref, "ConsumerGroupHeartbeat", body=response))
+        return Result(plan.records, replies)
+
+    def update_member(
+        self,
+        plan: Plan,
+        member: ConsumerMember,
+        updated: ConsumerMember,
+        *,
+        new: bool,
+        owned: Assignment | None,
+        now: int,
+    ) -> ConsumerMember:
+        """Install a member's new metadata (a new epoch and target when its subscription
+        changed or it is new), then move it towards its target; the member reconciled."""
+        group = plan.group
         bump = new
         if updated.metadata_differs(member) or new:
             plan.records.append(member_metadata_record(group.group_id, updated))
@@ -203,44 +225,33 @@ class ConsumerGroups:
             self._bump(plan)
         elif plan.epoch > plan.target_epoch:
             self._assign(plan)
-
-        target = plan.targets.get(updated.member_id, EMPTY)
-        owned = _owned(body.topic_partitions)
         reconciled = reconcile(
             updated,
             target_epoch=plan.target_epoch,
-            target=target,
+            target=plan.targets.get(updated.member_id, EMPTY),
             partition_epoch=group.partition_epoch,
             owned=owned,
             subscribed=group.subscribed_topics(updated, self.topics),
         )
         if reconciled.assignment_differs(member) or member.member_id not in group.members:
             plan.records.append(member_assignment_record(group.group_id, reconciled))
-            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+            # Classic members reconcile only when they rejoin: no rebalance timeout.
+            if reconciled.state is MemberState.UNREVOKED_PARTITIONS and not reconciled.classic:
                 self._schedule_rebalance_timeout(group.group_id, reconciled, now)
             else:
                 self._cancel_rebalance_timeout(group.group_id, reconciled.member_id)
-        self._timers.schedule(
-            session_timer(group.group_id, reconciled.member_id),
-            now + self.config.consumer_session_timeout_ms,
-        )
+        plan.members[reconciled.member_id] = reconciled
+        self.touch(group.group_id, reconciled, now)
+        return reconciled
 
-        full = joining or (
-            body.rebalance_timeout_ms != -1
-            and body.subscribed_topic_names is not None
-            and body.topic_partitions is not None
+    def touch(self, group_id: str, member: ConsumerMember, now: int) -> None:
+        """A member was heard from: its session starts again."""
+        session_ms = (
+            member.classic.session_timeout_ms
+            if member.classic is not None
+            else self.config.consumer_session_timeout_ms
         )
-        changed = dict(reconciled.assigned) != dict(member.assigned)
-        self._last_heard[(group.group_id, reconciled.member_id)] = ref
-        replies = self._hints(plan, reconciled, released=_released(member, reconciled))
-        response = api.ConsumerGroupHeartbeatResponse(
-            member_id=reconciled.member_id,
-            member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
-            assignment=_topic_partitions(reconciled.assigned) if full or changed else None,
-        )
-        replies.append(Reply(ref, "ConsumerGroupHeartbeat", body=response))
-        return Result(plan.records, replies)
+        self._timers.schedule(session_timer(group_id, member.member_id), now + session_ms)
 
     def _validate(self, body: api.ConsumerGroupHeartbeat) -> None:
         def invalid(message: str) -> ProtocolError:
@@ -286,7 +297,7 @@ class ConsumerGroups:
     def _assignors(self) -> tuple[str, ...]:
         return tuple(a for a in self.config.consumer_assignors if a in SERVER_ASSIGNORS)
 
-    def _member(self, plan: _Plan, body: api.ConsumerGroupHeartbeat) -> tuple[ConsumerMember, bool]:
+    def _member(self, plan: Plan, body: api.ConsumerGroupHeartbeat) -> tuple[ConsumerMember, bool]:
         """The member the heartbeat speaks for, checking its identity and epoch, and whether
         it joins the group now (a new member, not a static member coming back)."""
         group = plan.group
@@ -324,21 +335,25 @@ class ConsumerGroups:
                 f"static member {body.member_id} with instance id {body.instance_id!r} cannot "
                 f"join group {group.group_id!r}: member {static.member_id} still holds it",
             )
-        # The instance comes back under a new member id: it takes over the old member's
-        # assignment without a new group epoch (Kafka's replaceMember).
-        replacement = static.replace(member_id=body.member_id, member_epoch=0,
+        return self.replace_static(plan, static, body.member_id), False
+
+    def replace_static(self, plan: Plan, static: ConsumerMember, member_id: str) -> ConsumerMember:
+        """The instance comes back under a new member id: it takes over the old member's
+        assignment without a new group epoch (Kafka's replaceMember)."""
+        group_id = plan.group.group_id
+        replacement = static.replace(member_id=member_id, member_epoch=0,
                                      previous_member_epoch=0)  # fmt: skip
-        plan.records.extend(member_tombstones(group.group_id, static.member_id))
-        plan.records.append(member_metadata_record(group.group_id, replacement))
+        plan.records.extend(member_tombstones(group_id, static.member_id))
+        plan.records.append(member_metadata_record(group_id, replacement))
         target = plan.targets.pop(static.member_id, EMPTY)
         plan.targets[replacement.member_id] = target
-        plan.records.append(target_record(group.group_id, replacement.member_id, target))
-        plan.records.append(member_assignment_record(group.group_id, replacement))
+        plan.records.append(target_record(group_id, replacement.member_id, target))
+        plan.records.append(member_assignment_record(group_id, replacement))
         del plan.members[static.member_id]
-        self._cancel_timers(group.group_id, static.member_id)
-        return replacement, False
+        self._cancel_timers(group_id, static.member_id)
+        return replacement
 
-    def _check_size(self, plan: _Plan, member: ConsumerMember) -> None:
+    def check_size(self, plan: Plan, member: ConsumerMember) -> None:
         limit = self.config.consumer_max_size
         if limit is None:
             return
@@ -351,18 +366,18 @@ class ConsumerGroups:
     # ================================================================= epochs and targets
 
     @staticmethod
-    def _plan(group: ConsumerGroup) -> _Plan:
-        return _Plan(group, dict(group.members), [], group.group_epoch, group.assignment_epoch,
+    def plan_for(group: ConsumerGroup) -> Plan:
+        return Plan(group, dict(group.members), [], group.group_epoch, group.assignment_epoch,
                      dict(group.targets))  # fmt: skip
 
-    def _subscription_metadata(self, plan: _Plan) -> dict[str, SubscribedTopic]:
+    def _subscription_metadata(self, plan: Plan) -> dict[str, SubscribedTopic]:
         image = self.topics if self.topics_known else plan.group.subscription_metadata
         topics: set[str] = set()
         for member in plan.members.values():
             topics |= plan.group.subscribed_topics(member, image)
         return {t: image[t] for t in sorted(topics) if t in image}
 
-    def _bump(self, plan: _Plan) -> None:
+    def _bump(self, plan: Plan) -> None:
         """A change of membership or subscription: new metadata, epoch and target."""
         metadata = self._subscription_metadata(plan)
         if metadata != plan.group.subscription_metadata:
@@ -372,7 +387,7 @@ class ConsumerGroups:
         plan.records.append(epoch_record(plan.group.group_id, plan.epoch))
         self._assign(plan, metadata)
 
-    def _assign(self, plan: _Plan, metadata: Mapping[str, SubscribedTopic] | None = None) -> None:
+    def _assign(self, plan: Plan, metadata: Mapping[str, SubscribedTopic] | None = None) -> None:
         group = plan.group
         if metadata is None:
             metadata = self._subscription_metadata(plan)
@@ -431,19 +446,22 @@ class ConsumerGroups:
                                      pending_revocation=EMPTY)  # fmt: skip
             self._cancel_rebalance_timeout(group.group_id, member.member_id)
             return Result([member_assignment_record(group.group_id, leaving)], [reply])
-        records, hints = self._fence(group, member.member_id)
+        records, hints = self.fence_member(group, member.member_id)
         return Result(records, [*hints, reply])
 
-    def _fence(self, group: ConsumerGroup, member_id: str) -> tuple[list[Record], list[Reply]]:
-        """The records removing a member (the others get a new epoch and target), and the
-        hints to the members that must move."""
-        plan = self._plan(group)
-        plan.records.extend(member_tombstones(group.group_id, member_id))
-        del plan.members[member_id]
-        plan.targets.pop(member_id, None)
-        self._cancel_timers(group.group_id, member_id)
+    def fence_member(
+        self, group: ConsumerGroup, *member_ids: str
+    ) -> tuple[list[Record], list[Reply]]:
+        """The records removing members (the others get one new epoch and target), and
+        the hints to the members that must move."""
+        plan = self.plan_for(group)
+        for member_id in member_ids:
+            plan.records.extend(member_tombstones(group.group_id, member_id))
+            del plan.members[member_id]
+            plan.targets.pop(member_id, None)
+            self._cancel_timers(group.group_id, member_id)
         self._bump(plan)
-        return plan.records, self._hints(plan, None, released=True)
+        return plan.records, self.hints_for(plan, None, released=True)
 
     # ================================================================= timers
 
@@ -464,8 +482,8 @@ class ConsumerGroups:
 
     # ================================================================= hints
 
-    def _hints(
-        self, plan: _Plan, requester: ConsumerMember | None, *, released: bool = False
+    def hints_for(
+        self, plan: Plan, requester: ConsumerMember | None, *, released: bool = False
     ) -> list[Reply]:
         """Hints to the members an event lets move on: after a new target epoch, every
         member not at it; after partitions were released, every member still waiting.
@@ -501,7 +519,7 @@ class ConsumerGroups:
             epoch = self._rebalance_epochs.pop((group_id, member_id), None)
             if epoch != member.member_epoch or member.state is not MemberState.UNREVOKED_PARTITIONS:
                 return Result()
-        records, hints = self._fence(group, member_id)
+        records, hints = self.fence_member(group, member_id)
         return Result(records, hints)
 
     # ================================================================= topic metadata
@@ -516,11 +534,11 @@ class ConsumerGroups:
             group = self.groups[group_id]
             if group.is_empty:
                 continue
-            plan = self._plan(group)
+            plan = self.plan_for(group)
             if self._subscription_metadata(plan) != group.subscription_metadata:
                 self._bump(plan)
                 records.extend(plan.records)
-                hints.extend(self._hints(plan, None))
+                hints.extend(self.hints_for(plan, None))
         return Result(records, hints)
 
     # ================================================================= reads
@@ -565,6 +583,12 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             raise _unknown(group.group_id, member_id)
+        if epoch != member.member_epoch and member.classic is not None:
+            raise ProtocolError(
+                ErrorCode.ILLEGAL_GENERATION,
+                f"member {member_id} committed with generation {epoch}; its generation is "
+                f"{member.member_epoch}",
+            )
         if epoch != member.member_epoch:
             raise ProtocolError(
                 ErrorCode.STALE_MEMBER_EPOCH,
@@ -578,6 +602,33 @@ class ConsumerGroups:
     @staticmethod
     def state_of(group: ConsumerGroup) -> ConsumerGroupState:
         return group.state
+
+
+def apply_record(group: ConsumerGroup, key: AvroModel, value: AvroModel | None) -> bool:
+    """Replay one consumer group record into ``group``; False when the group is deleted."""
+    if isinstance(key, ConsumerGroupMetadataKey):
+        if value is None:
+            return False
+        assert isinstance(value, ConsumerGroupMetadataValue)
+        group.replay_epoch(value.epoch)
+    elif isinstance(key, ConsumerGroupPartitionMetadataKey):
+        assert value is None or isinstance(value, ConsumerGroupPartitionMetadataValue)
+        group.replay_subscription_metadata(() if value is None else value.topics)
+    elif isinstance(key, ConsumerGroupMemberMetadataKey):
+        assert value is None or isinstance(value, ConsumerGroupMemberMetadataValue)
+        group.replay_member_metadata(key.member_id, value)
+    elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+        assert value is None or isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
+        group.replay_target_epoch(0 if value is None else value.assignment_epoch)
+    elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+        assert value is None or isinstance(value, ConsumerGroupTargetAssignmentMemberValue)
+        group.replay_target(key.member_id, None if value is None else value.partitions)
+    elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+        assert value is None or isinstance(value, ConsumerGroupCurrentMemberAssignmentValue)
+        group.replay_member_assignment(key.member_id, value)
+    else:
+        raise TypeError(f"{type(key).__name__} is not a consumer group record")
+    return True
 
 
 def _preferred_assignor(members: Any, default: str) -> str:

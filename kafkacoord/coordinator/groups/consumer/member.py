@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from kafkacoord.codecs.models import (
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     MemberState,
@@ -38,6 +39,8 @@ class ConsumerMember:
     instance_id: str | None = None
     rack_id: str | None = None
     server_assignor: str | None = None
+    # Set while the member speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat).
+    classic: ClassicMemberMetadata | None = None
     member_epoch: int = 0
     previous_member_epoch: int = 0
     state: MemberState = MemberState.STABLE
@@ -68,6 +71,7 @@ class ConsumerMember:
             rack_id=self.rack_id,
             subscribed_topic_regex=self.subscribed_topic_regex,
             server_assignor=self.server_assignor,
+            classic_member_metadata=self.classic,
         )
 
     def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
@@ -89,6 +93,7 @@ class ConsumerMember:
             rack_id=value.rack_id,
             subscribed_topic_regex=value.subscribed_topic_regex,
             server_assignor=value.server_assignor,
+            classic=value.classic_member_metadata,
         )
 
     def with_assignment(self, value: ConsumerGroupCurrentMemberAssignmentValue) -> ConsumerMember:
