@@ -94,6 +94,7 @@ def run(
     ] = SourceName.python,
 ) -> None:
     """Fold the internal topics into the warehouse views, continuously or once."""
+    from .fold_layout import FoldLayoutError
     from .run import RunConfig, Source
     from .run import run as run_job
     from .session import spark_session
@@ -126,6 +127,9 @@ def run(
         run_job(spark, config)
     except KeyboardInterrupt:
         typer.echo("stopped", err=True)
+    except FoldLayoutError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
     finally:
         spark.stop()
 

@@ -11,6 +11,7 @@ import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from .fold_layout import check_fold_layout
 from .pipeline import WINDOW, fold
 from .sampler import EndOffsetSampler
 from .source import FORMAT
@@ -126,6 +127,7 @@ class ViewJob:
             lag_resolution_ms=int(config.lag_history_resolution_s * 1000),
             lag_retain_ms=config.retention_ms,
         )
+        check_fold_layout(config.checkpoint_location, config.warehouse)
         source = config.stream(self.spark)
         writer = (
             fold(source)

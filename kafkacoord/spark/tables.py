@@ -34,6 +34,11 @@ RECORD_TABLES: Final[dict[RecordType, str]] = {
     RecordType.PARTITION: "partition_states",
     RecordType.GROUP_METADATA: "group_metadata",
     RecordType.OFFSET_COMMIT: "offset_commits",
+    # KIP-848 consumer groups: what the groups views need of them.
+    RecordType.CONSUMER_GROUP_METADATA: "consumer_groups",
+    RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: "consumer_group_target_epochs",
+    RecordType.CONSUMER_GROUP_MEMBER_METADATA: "consumer_group_members",
+    RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "consumer_group_assignments",
 }
 LEADER_EPOCHS: Final = "leader_epochs"
 SKIPPED: Final = "skipped"

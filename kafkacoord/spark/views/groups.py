@@ -1,10 +1,13 @@
 """``groups`` and ``group_members`` (``kafka-consumer-groups --describe --state/--members``).
 
-One row per group, and one per member with its decoded assignment.
+One row per group, and one per member with its decoded assignment: classic groups from
+their snapshots, KIP-848 consumer groups from their member and assignment records (the
+protocol column shows the server assignor, the generation the group epoch).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import pandas as pd  # type: ignore[import-untyped]
@@ -53,7 +56,8 @@ def group_state(members: int) -> str:
 
 def groups(snap: Snapshot, ctx: Context) -> pa.Table:
     gm = snap.frame("group_metadata")
-    if gm.empty:
+    consumer = _consumer_groups(snap)
+    if gm.empty and not consumer:
         return GROUPS.empty_table()
     members = gm["members"].map(len).astype("int32")
     frame = pd.DataFrame(
@@ -69,14 +73,132 @@ def groups(snap: Snapshot, ctx: Context) -> pa.Table:
             "state_timestamp": ms_to_time(gm["state_timestamp_ms"]),
             "updated_at": gm["log_time"],
         }
-    ).sort_values("group")
-    return to_table(frame, GROUPS)
+    )
+    if consumer:
+        frame = pd.concat([frame, pd.DataFrame(consumer)], ignore_index=True)
+    return to_table(frame.sort_values("group"), GROUPS)
+
+
+_STABLE_MEMBER: Final = 2  # MemberState.STABLE in the assignment record
+
+
+def _consumer_groups(snap: Snapshot) -> list[dict[str, Any]]:
+    """One row per KIP-848 group, its state derived as Kafka derives it."""
+    groups_frame = snap.frame("consumer_groups")
+    if groups_frame.empty:
+        return []
+    targets = dict(zip(*_columns(snap.frame("consumer_group_target_epochs"),
+                                 "group", "assignment_epoch"), strict=True))  # fmt: skip
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for row in _consumer_member_rows(snap):
+        by_group.setdefault(row["group"], []).append(row)
+    rows = []
+    for group, epoch, shard, at in zip(*_columns(groups_frame, "group", "epoch", "shard",
+                                                 "log_time"), strict=True):  # fmt: skip
+        members = by_group.get(group, [])
+        target = targets.get(group, 0)
+        if not members:
+            state = "Empty"
+        elif epoch > target:
+            state = "Assigning"
+        elif all(m["_epoch"] == target and m["_state"] == _STABLE_MEMBER for m in members):
+            state = "Stable"
+        else:
+            state = "Reconciling"
+        assignors = [m["_assignor"] for m in members if m["_assignor"]]
+        rows.append(
+            {
+                "group": group,
+                "state": state,
+                "protocol_type": "consumer",
+                "protocol": max(sorted(set(assignors)), key=assignors.count)
+                if assignors
+                else "uniform",
+                "generation": epoch,
+                "leader": None,
+                "members": len(members),
+                "coordinator_shard": shard,
+                "state_timestamp": None,
+                "updated_at": at,
+            }
+        )
+    return rows
+
+
+def consumer_subscriptions(snap: Snapshot, topics: set[str]) -> set[tuple[str, str]]:
+    """(group, topic) for every topic among ``topics`` a KIP-848 group's members subscribe
+    to, by name or by regex."""
+    meta = snap.frame("consumer_group_members")
+    found: set[tuple[str, str]] = set()
+    if meta.empty:
+        return found
+    for group, names, regex in zip(*_columns(meta, "group", "subscribed_topic_names",
+                                             "subscribed_topic_regex"), strict=True):  # fmt: skip
+        found.update((group, t) for t in names)
+        if regex:
+            try:
+                pattern = re.compile(regex)
+            except re.error:
+                continue
+            found.update((group, t) for t in topics if pattern.fullmatch(t))
+    return found
+
+
+def _columns(frame: pd.DataFrame, *names: str) -> list[Any]:
+    if frame.empty:
+        return [[] for _ in names]
+    return [frame[n] for n in names]
+
+
+def _consumer_member_rows(snap: Snapshot) -> list[dict[str, Any]]:
+    meta = snap.frame("consumer_group_members")
+    if meta.empty:
+        return []
+    assignments: dict[tuple[str, str], Any] = {}
+    current = snap.frame("consumer_group_assignments")
+    for group, member_id, epoch, state, assigned in zip(
+        *_columns(current, "group", "member_id", "member_epoch", "state", "assigned_partitions"),
+        strict=True,
+    ):
+        partitions = tuple((tp["topic"], p) for tp in assigned for p in tp["partitions"])
+        assignments[(group, member_id)] = (epoch, state, partitions)
+    rows = []
+    for m in meta.to_dict("records"):
+        epoch, state, partitions = assignments.get((m["group"], m["member_id"]), (-1, -1, ()))
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        classic = m["classic_member_metadata"]
+        rows.append(
+            {
+                "group": m["group"],
+                "member_id": m["member_id"],
+                "group_instance_id": m["instance_id"],
+                "client_id": m["client_id"],
+                "host": m["client_host"],
+                "assignment": ";".join(
+                    f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(by_topic.items())
+                ),
+                "assigned_partitions": len(partitions),
+                "partitions": partitions,
+                "session_timeout_ms": None if classic is None else classic["session_timeout_ms"],
+                "rebalance_timeout_ms": m["rebalance_timeout_ms"],
+                "coordinator_shard": m["shard"],
+                "_epoch": epoch,
+                "_state": state,
+                "_assignor": m["server_assignor"],
+            }
+        )
+    return rows
 
 
 def member_rows(snap: Snapshot) -> list[dict[str, Any]]:
     """One dict per member of every group, with its decoded assignment."""
     gm = snap.frame("group_metadata")
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = [
+        {k: v for k, v in row.items() if not k.startswith("_")}
+        for row in _consumer_member_rows(snap)
+    ]
     for group, shard, members in zip(gm["group"], gm["shard"], gm["members"], strict=True):
         for member in members:
             assignment = member["assignment"]

@@ -13,7 +13,7 @@ from ..burrow import Commit, Status, evaluate, lag_at, thin, worst
 from ..lag_history import LAG_SAMPLES
 from ..tables import END_OFFSETS
 from .base import Context, Snapshot, ms_to_time, to_table
-from .groups import owners
+from .groups import consumer_subscriptions, owners
 
 TS: Final = pa.timestamp("ms", tz="UTC")
 
@@ -80,8 +80,16 @@ LAG_HISTORY: Final = pa.schema(
 )
 
 
-def expiry_ms(offsets: pd.DataFrame, groups: pd.DataFrame, ctx: Context) -> pd.Series:
-    """``expiry.expires_at`` for every row at once (NaN: cannot expire while members remain)."""
+def expiry_ms(
+    offsets: pd.DataFrame,
+    groups: pd.DataFrame,
+    ctx: Context,
+    subscribed: set[tuple[str, str]] | None = None,
+) -> pd.Series:
+    """``expiry.expires_at`` for every row at once (NaN: cannot expire while members remain).
+
+    ``subscribed`` holds the (group, topic) pairs a KIP-848 group's members subscribe to:
+    they never expire; the group's other offsets expire from their commit, as Kafka's."""
     nothing = pd.Series(np.nan, index=offsets.index)
     if groups.empty:
         members, state_ts = nothing, nothing
@@ -97,6 +105,11 @@ def expiry_ms(offsets: pd.DataFrame, groups: pd.DataFrame, ctx: Context) -> pd.S
     grouped = np.where(members > 0, np.nan, empty_since + ctx.retention_ms)
     standalone = commit + ctx.retention_ms
     result = np.where(has_explicit, explicit, np.where(members.notna(), grouped, standalone))
+    if subscribed:
+        keys = pd.Series(list(zip(offsets["group"], offsets["topic"], strict=True)),
+                         index=offsets.index)  # fmt: skip
+        kept = keys.isin(subscribed) & ~has_explicit
+        result = np.where(kept, np.nan, result)
     return pd.Series(result, index=offsets.index)
 
 
@@ -114,7 +127,8 @@ def visible_offsets(snap: Snapshot, ctx: Context, *, windows: bool = False) -> p
     oc = snap.frame("offset_commits", _COMMIT_COLUMNS + extra)
     if oc.empty:
         return oc
-    expiry = expiry_ms(oc, snap.frame("group_metadata", _GROUP_COLUMNS), ctx)
+    subscribed = consumer_subscriptions(snap, set(oc["topic"]))
+    expiry = expiry_ms(oc, snap.frame("group_metadata", _GROUP_COLUMNS), ctx, subscribed)
     live = oc.assign(expiry_ms=expiry)[~(expiry.notna() & (ctx.now_ms >= expiry))]
     ends = ("topic", "partition", "log_end_offset") + (("history",) if windows else ())
     merged = live.merge(snap.frame(END_OFFSETS, ends), on=["topic", "partition"], how="left")

@@ -163,3 +163,58 @@ def test_leadership_history_pairs_each_epoch_with_the_leader_before(tmp_path: Pa
         (2, 1, True),
     ]
     assert [h["election"] for h in history] == ["new", "offline", "reassign", "preferred"]
+
+
+def _consumer_member(group: str, member_id: str, topics: list[str], **extra: Any) -> dict[str, Any]:
+    return {"group": group, "member_id": member_id, "client_id": f"client-{member_id}",
+            "client_host": "/10.0.0.9", "subscribed_topic_names": topics,
+            "rebalance_timeout_ms": 30_000, "shard": 2, **extra}  # fmt: skip
+
+
+def _assignment(group: str, member_id: str, epoch: int, state: int,
+                partitions: dict[str, list[int]]) -> dict[str, Any]:  # fmt: skip
+    return {"group": group, "member_id": member_id, "member_epoch": epoch,
+            "previous_member_epoch": epoch, "state": state,
+            "assigned_partitions": [{"topic": t, "partitions": ps} for t, ps in partitions.items()],
+            "partitions_pending_revocation": [], "shard": 2}  # fmt: skip
+
+
+def test_consumer_protocol_groups_in_the_group_views(tmp_path: Path) -> None:
+    wh = warehouse(tmp_path)
+    put(wh, "consumer_groups", ("group",), [
+        {"group": "kip848", "epoch": 5, "shard": 2},
+        {"group": "moving", "epoch": 7, "shard": 2},
+        {"group": "gone", "epoch": 2, "shard": 2},
+    ])  # fmt: skip
+    put(wh, "consumer_group_target_epochs", ("group",), [
+        {"group": "kip848", "assignment_epoch": 5}, {"group": "moving", "assignment_epoch": 7},
+        {"group": "gone", "assignment_epoch": 2},
+    ])  # fmt: skip
+    put(wh, "consumer_group_members", ("group", "member_id"), [
+        _consumer_member("kip848", "a", ["orders"], server_assignor="range"),
+        _consumer_member("kip848", "b", [], subscribed_topic_regex="pay.*"),
+        _consumer_member("moving", "c", ["orders"]),
+    ])  # fmt: skip
+    put(wh, "consumer_group_assignments", ("group", "member_id"), [
+        _assignment("kip848", "a", 5, 2, {"orders": [1, 0]}),
+        _assignment("kip848", "b", 5, 2, {"payments": [0]}),
+        _assignment("moving", "c", 6, 0, {"orders": [2]}),  # still revoking at epoch 6
+    ])  # fmt: skip
+    put(wh, "offset_commits", ("group", "topic", "partition"), [
+        commit("kip848", "orders", 0, 90, commit_timestamp_ms=NOW - 30 * DAY),  # subscribed
+        commit("kip848", "payments", 0, 7, commit_timestamp_ms=NOW - 30 * DAY),  # by regex
+        commit("kip848", "old-topic", 0, 3, commit_timestamp_ms=NOW - 30 * DAY),  # expired
+    ])  # fmt: skip
+    groups = {g["group"]: g for g in rows(wh, "groups")}
+    assert (groups["kip848"]["state"], groups["kip848"]["protocol"]) == ("Stable", "range")
+    assert (groups["kip848"]["generation"], groups["kip848"]["members"]) == (5, 2)
+    assert groups["kip848"]["protocol_type"] == "consumer"
+    assert groups["moving"]["state"] == "Reconciling"
+    assert (groups["gone"]["state"], groups["gone"]["members"]) == ("Empty", 0)
+    members = {m["member_id"]: m for m in rows(wh, "group_members")}
+    assert members["a"]["assignment"] == "orders:0,1" and members["a"]["assigned_partitions"] == 2
+    assert members["b"]["assignment"] == "payments:0" and members["c"]["coordinator_shard"] == 2
+    offsets = {(r["topic"], r["partition"]): r for r in rows(wh, "group_offsets")}
+    assert set(offsets) == {("orders", 0), ("payments", 0)}
+    assert offsets[("orders", 0)]["consumer_id"] == "a"
+    assert offsets[("orders", 0)]["expire_timestamp"] is None

@@ -1,0 +1,57 @@
+"""The fold's state layout, checked against an existing checkpoint.
+
+The streaming fold keeps one struct column per warehouse table in Spark's state store;
+a kafkacoord that adds a table (the KIP-848 consumer group tables, for one) changes that
+state's schema, and Spark refuses the old checkpoint with a bare schema dump. The layout
+is written beside the checkpoint's own files, so a job started on an older checkpoint
+stops at once with what to do instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+from urllib.parse import urlparse
+
+from .tables import RECORD_TABLES
+
+__all__ = ["FoldLayoutError", "check_fold_layout", "fold_layout"]
+
+LAYOUT_FILE: Final = "kafkacoord-fold-layout"
+
+
+class FoldLayoutError(RuntimeError):
+    """The checkpoint was written for other tables than this kafkacoord folds."""
+
+
+def fold_layout() -> str:
+    return ",".join(RECORD_TABLES.values())
+
+
+def _local(location: str) -> Path | None:
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme else location)
+    return None  # a remote checkpoint (HDFS, S3): Spark's own check stands
+
+
+def check_fold_layout(checkpoint: str, warehouse: Path) -> None:
+    """Raise :class:`FoldLayoutError` for a checkpoint of another layout; mark a new one."""
+    path = _local(checkpoint)
+    if path is None:
+        return
+    marker = path / LAYOUT_FILE
+    started = (path / "offsets").exists() or (path / "commits").exists()
+    layout = fold_layout()
+    if started:
+        found = marker.read_text("utf-8").strip() if marker.exists() else "an older kafkacoord's"
+        if found != layout:
+            raise FoldLayoutError(
+                f"the view job's checkpoint {path} holds the tables {found}; this kafkacoord "
+                f"folds {layout}. The views are rebuilt from the internal topics: delete "
+                f"the checkpoint and the warehouse ({warehouse}) and start the job again "
+                "(lag_history keeps only what the topics still hold)."
+            )
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    marker.write_text(layout + "\n", "utf-8")

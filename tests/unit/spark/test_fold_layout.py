@@ -1,0 +1,38 @@
+"""A view job refuses a checkpoint folded for other tables, with what to do instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkacoord.spark.fold_layout import (
+    LAYOUT_FILE,
+    FoldLayoutError,
+    check_fold_layout,
+    fold_layout,
+)
+
+
+def test_a_new_checkpoint_is_marked_and_accepted_again(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "wh" / "_checkpoints" / "fold"
+    check_fold_layout(str(checkpoint), tmp_path / "wh")
+    assert (checkpoint / LAYOUT_FILE).read_text().strip() == fold_layout()
+    assert "consumer_group_assignments" in fold_layout()
+    (checkpoint / "offsets").mkdir()  # Spark has started writing it
+    check_fold_layout(str(checkpoint), tmp_path / "wh")
+
+
+def test_an_older_checkpoint_stops_the_job_with_a_clear_error(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "fold"
+    (checkpoint / "offsets").mkdir(parents=True)  # written before layouts were marked
+    with pytest.raises(FoldLayoutError, match="delete the checkpoint and the warehouse"):
+        check_fold_layout(str(checkpoint), tmp_path)
+    (checkpoint / LAYOUT_FILE).write_text("controller,nodes\n")
+    with pytest.raises(FoldLayoutError, match="holds the tables controller,nodes"):
+        check_fold_layout(f"file://{checkpoint}", tmp_path)
+
+
+def test_a_remote_checkpoint_is_left_to_spark(tmp_path: Path) -> None:
+    check_fold_layout("hdfs://namenode/warehouse/_checkpoints/fold", tmp_path)
+    assert not any(tmp_path.iterdir())
