@@ -19,6 +19,7 @@ from kafkacoord.client.group_member import broker_partition_counts
 from kafkacoord.client.offset_reset import ResetMode, clamp, reset_plan
 from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
 from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.storage.clients import base_config
 from kafkacoord.storage.watermarks import EndOffsetProbe, log_end_offsets
 
@@ -50,18 +51,26 @@ def groups_list(
     state: Annotated[
         list[str] | None, typer.Option("--state", help="Only groups in these states.")
     ] = None,
+    group_type: Annotated[
+        bool, typer.Option("--type", help="Show each group's type (Classic or Consumer).")
+    ] = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
 ) -> None:
-    """List groups (with --state, their states too)."""
+    """List groups (with --state, their states too; with --type, their types)."""
     with group_session(config, bootstrap) as (admin, _):
         groups = admin.list_groups(state or ())
-    if state:
-        for line in table([("GROUP", "STATE"), *((gr.group_id, gr.state) for gr in groups)]):
-            typer.echo(line)
-    else:
+    if not state and not group_type:
         for group in groups:
             typer.echo(group.group_id)
+        return
+    header = ("GROUP", *(("TYPE",) if group_type else ()), *(("STATE",) if state else ()))
+    rows = [
+        (gr.group_id, *((gr.group_type.capitalize(),) if group_type else ()),
+         *((gr.state,) if state else ()))
+        for gr in groups
+    ]  # fmt: skip
+    _print([header, *rows])
 
 
 @groups_app.command("describe")
@@ -78,6 +87,10 @@ def groups_describe(
 ) -> None:
     """Describe a group with kafka-consumer-groups' columns."""
     with group_session(config, bootstrap) as (admin, servers):
+        [consumer] = admin.describe_consumer_groups([group])
+        if consumer.error is ErrorCode.NONE and (state or members):
+            _describe_consumer_group(consumer, admin.channel.shard_of(group), members, verbose)
+            return
         [described] = admin.describe_groups([group])
         if described.error is not ErrorCode.NONE or described.state == "Dead":
             fail(f"Consumer group '{group}' does not exist.")
@@ -86,9 +99,10 @@ def groups_describe(
     rows: list[tuple[str, ...]]
     if state:
         rows = [
-            ("GROUP", "COORDINATOR (SHARD)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+            ("GROUP", "TYPE", "COORDINATOR (SHARD)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
             (
                 group,
+                "Classic",
                 str(shard),
                 described.protocol or "",
                 described.state,
@@ -158,6 +172,38 @@ def groups_describe(
         typer.echo(f"Consumer group '{group}' has no active members and no committed offsets.")
         return
     _print(rows)
+
+
+def _describe_consumer_group(
+    group: g.DescribedConsumerGroup, shard: int, members: bool, verbose: bool
+) -> None:
+    """Kafka 4's columns for a consumer (KIP-848) group: its epochs, and each member's
+    epoch, state and assignment (with --verbose, its target too)."""
+    if not members:
+        _print([
+            ("GROUP", "TYPE", "COORDINATOR (SHARD)", "ASSIGNMENT-STRATEGY", "STATE",
+             "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"),
+            (group.group_id, "Consumer", str(shard), group.assignor_name, group.state,
+             str(group.group_epoch), str(group.assignment_epoch), str(len(group.members))),
+        ])  # fmt: skip
+        return
+    header = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+              "CURRENT-EPOCH", "MEMBER-STATE", "CURRENT-ASSIGNMENT"]  # fmt: skip
+    if verbose:
+        header += ["TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    rows: list[Sequence[str]] = [header]
+    for m in group.members:
+        row = [group.group_id, m.member_id, m.instance_id or "-", m.client_host, m.client_id,
+               str(sum(len(a.partitions) for a in m.assignment)), str(m.member_epoch),
+               m.state, _render(m.assignment)]  # fmt: skip
+        if verbose:
+            row += [str(group.assignment_epoch), _render(m.target_assignment)]
+        rows.append(row)
+    _print(rows)
+
+
+def _render(assignment: list[g.HeartbeatTopicPartitions]) -> str:
+    return ",".join(f"{a.topic}:{p}" for a in assignment for p in a.partitions) or "-"
 
 
 def _print(rows: Sequence[Sequence[str]]) -> None:

@@ -39,6 +39,7 @@ RECORD_TABLES: Final[dict[RecordType, str]] = {
     RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: "consumer_group_target_epochs",
     RecordType.CONSUMER_GROUP_MEMBER_METADATA: "consumer_group_members",
     RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "consumer_group_assignments",
+    RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: "consumer_group_targets",
 }
 LEADER_EPOCHS: Final = "leader_epochs"
 SKIPPED: Final = "skipped"

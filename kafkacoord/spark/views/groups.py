@@ -30,6 +30,10 @@ GROUPS: Final = pa.schema(
         ("coordinator_shard", pa.int32()),
         ("state_timestamp", TS),
         ("updated_at", TS),
+        # KIP-848 groups ("consumer"); null for classic groups.
+        ("group_type", pa.string()),
+        ("group_epoch", pa.int32()),
+        ("target_assignment_epoch", pa.int32()),
     ]
 )
 
@@ -45,6 +49,10 @@ GROUP_MEMBERS: Final = pa.schema(
         ("session_timeout_ms", pa.int32()),
         ("rebalance_timeout_ms", pa.int32()),
         ("coordinator_shard", pa.int32()),
+        # KIP-848 members; null in classic groups.
+        ("member_epoch", pa.int32()),
+        ("member_state", pa.string()),
+        ("target_assignment", pa.string()),
     ]
 )
 
@@ -72,14 +80,26 @@ def groups(snap: Snapshot, ctx: Context) -> pa.Table:
             "coordinator_shard": gm["shard"],
             "state_timestamp": ms_to_time(gm["state_timestamp_ms"]),
             "updated_at": gm["log_time"],
+            "group_type": "classic",
         }
     )
     if consumer:
         frame = pd.concat([frame, pd.DataFrame(consumer)], ignore_index=True)
+    for column in ("group_epoch", "target_assignment_epoch"):
+        frame[column] = frame.get(column, pd.Series(None, index=frame.index)).astype("Int32")
     return to_table(frame.sort_values("group"), GROUPS)
 
 
 _STABLE_MEMBER: Final = 2  # MemberState.STABLE in the assignment record
+_MEMBER_STATES: Final = {0: "UNREVOKED_PARTITIONS", 1: "UNRELEASED_PARTITIONS", 2: "STABLE"}
+
+
+def _render(partitions: tuple[tuple[str, int], ...]) -> str:
+    """``topic:0,1;other:3``, as classic assignments are shown."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    return ";".join(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(by_topic.items()))
 
 
 def _consumer_groups(snap: Snapshot) -> list[dict[str, Any]]:
@@ -120,6 +140,9 @@ def _consumer_groups(snap: Snapshot) -> list[dict[str, Any]]:
                 "coordinator_shard": shard,
                 "state_timestamp": None,
                 "updated_at": at,
+                "group_type": "consumer",
+                "group_epoch": epoch,
+                "target_assignment_epoch": target,
             }
         )
     return rows
@@ -162,12 +185,18 @@ def _consumer_member_rows(snap: Snapshot) -> list[dict[str, Any]]:
     ):
         partitions = tuple((tp["topic"], p) for tp in assigned for p in tp["partitions"])
         assignments[(group, member_id)] = (epoch, state, partitions)
+    targets: dict[tuple[str, str], tuple[tuple[str, int], ...]] = {}
+    target_frame = snap.frame("consumer_group_targets")
+    for group, member_id, assigned in zip(
+        *_columns(target_frame, "group", "member_id", "partitions"), strict=True
+    ):
+        targets[(group, member_id)] = tuple(
+            (tp["topic"], p) for tp in assigned for p in tp["partitions"]
+        )
     rows = []
     for m in meta.to_dict("records"):
-        epoch, state, partitions = assignments.get((m["group"], m["member_id"]), (-1, -1, ()))
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in partitions:
-            by_topic.setdefault(topic, []).append(partition)
+        key = (m["group"], m["member_id"])
+        epoch, state, partitions = assignments.get(key, (-1, -1, ()))
         classic = m["classic_member_metadata"]
         rows.append(
             {
@@ -176,14 +205,15 @@ def _consumer_member_rows(snap: Snapshot) -> list[dict[str, Any]]:
                 "group_instance_id": m["instance_id"],
                 "client_id": m["client_id"],
                 "host": m["client_host"],
-                "assignment": ";".join(
-                    f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(by_topic.items())
-                ),
+                "assignment": _render(partitions),
                 "assigned_partitions": len(partitions),
                 "partitions": partitions,
                 "session_timeout_ms": None if classic is None else classic["session_timeout_ms"],
                 "rebalance_timeout_ms": m["rebalance_timeout_ms"],
                 "coordinator_shard": m["shard"],
+                "member_epoch": epoch if epoch >= 0 else None,
+                "member_state": _MEMBER_STATES.get(state),
+                "target_assignment": _render(targets.get(key, ())),
                 "_epoch": epoch,
                 "_state": state,
                 "_assignor": m["server_assignor"],
@@ -226,7 +256,11 @@ def group_members(snap: Snapshot, ctx: Context) -> pa.Table:
     if not rows:
         return GROUP_MEMBERS.empty_table()
     frame = pd.DataFrame(rows).sort_values(["group", "member_id"])
-    frame["assigned_partitions"] = frame["assigned_partitions"].astype("Int32")
+    for column in ("assigned_partitions", "member_epoch"):
+        frame[column] = frame.get(column, pd.Series(None, index=frame.index)).astype("Int32")
+    for column in ("member_state", "target_assignment"):
+        if column not in frame:
+            frame[column] = None
     return to_table(frame, GROUP_MEMBERS)
 
 

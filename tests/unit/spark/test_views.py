@@ -37,7 +37,8 @@ def test_groups_and_members(tmp_path: Path) -> None:
     groups = {g["group"]: g for g in rows(wh, "groups")}
     assert groups["busy"]["state"] == "Stable" and groups["busy"]["members"] == 2
     assert groups["idle"]["state"] == "Empty" and groups["idle"]["members"] == 0
-    assert groups["busy"]["coordinator_shard"] == 1
+    assert groups["busy"]["coordinator_shard"] == 1 and groups["busy"]["group_type"] == "classic"
+    assert groups["busy"]["group_epoch"] is None
     members = {m["member_id"]: m for m in rows(wh, "group_members")}
     assert members["m1"]["assignment"] == "orders:0,1"
     assert members["m1"]["assigned_partitions"] == 2
@@ -200,6 +201,10 @@ def test_consumer_protocol_groups_in_the_group_views(tmp_path: Path) -> None:
         _assignment("kip848", "b", 5, 2, {"payments": [0]}),
         _assignment("moving", "c", 6, 0, {"orders": [2]}),  # still revoking at epoch 6
     ])  # fmt: skip
+    put(wh, "consumer_group_targets", ("group", "member_id"), [
+        {"group": "kip848", "member_id": "a", "partitions": [{"topic": "orders",
+                                                              "partitions": [0]}]},
+    ])  # fmt: skip
     put(wh, "offset_commits", ("group", "topic", "partition"), [
         commit("kip848", "orders", 0, 90, commit_timestamp_ms=NOW - 30 * DAY),  # subscribed
         commit("kip848", "payments", 0, 7, commit_timestamp_ms=NOW - 30 * DAY),  # by regex
@@ -214,6 +219,13 @@ def test_consumer_protocol_groups_in_the_group_views(tmp_path: Path) -> None:
     members = {m["member_id"]: m for m in rows(wh, "group_members")}
     assert members["a"]["assignment"] == "orders:0,1" and members["a"]["assigned_partitions"] == 2
     assert members["b"]["assignment"] == "payments:0" and members["c"]["coordinator_shard"] == 2
+    assert (members["c"]["member_epoch"], members["c"]["member_state"]) == (
+        6,
+        "UNREVOKED_PARTITIONS",
+    )
+    assert members["a"]["target_assignment"] == "orders:0"
+    assert groups["moving"]["group_type"] == "consumer"
+    assert (groups["moving"]["group_epoch"], groups["moving"]["target_assignment_epoch"]) == (7, 7)
     offsets = {(r["topic"], r["partition"]): r for r in rows(wh, "group_offsets")}
     assert set(offsets) == {("orders", 0), ("payments", 0)}
     assert offsets[("orders", 0)]["consumer_id"] == "a"
