@@ -11,10 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import NewPartitions
 
 from kafkacoord.client import GroupAdmin, GroupMember
 from kafkacoord.client.errors import RequestError
 from kafkacoord.coordinator.groups.partitioning import partition_for
+from kafkacoord.storage.clients import admin_client
 
 from .cluster import wait_until
 from .test_groups_cluster import DAEMONS, SHARDS, GroupCluster, _topic
@@ -230,3 +232,58 @@ def test_rolling_upgrade_from_the_classic_protocol(cluster: GroupCluster, prefix
         assert listed.group_type == "consumer"
         committed = {tp: v.offset for tp, v in ga.committed(group).items()}
         assert committed == offsets  # nothing committed was lost
+
+
+def test_a_crashed_member_times_out_and_a_static_member_rejoins_quietly(
+    cluster: GroupCluster, prefix: str
+) -> None:
+    topic = _topic(cluster.bootstrap, f"{prefix}tasks", 6)
+    group = f"{prefix}crashy"
+    ownership = Ownership()
+    everything = {(topic, p) for p in range(6)}
+
+    def member(name: str, instance: str | None = None) -> GroupMember:
+        return cluster.member(group, topic, protocol="consumer", group_instance_id=instance,
+                              **ownership.callbacks(name)).start()  # fmt: skip
+
+    steady, crashing = member("steady"), member("crashing")
+    static = member("static-1", instance="worker-s")
+    wait_until(lambda: _settled([steady, crashing, static], everything), timeout_s=60,
+               what="three members")  # fmt: skip
+    # A crash: the member stops without leaving (its process gave up its partitions by
+    # dying; close() reports them revoked); its session (6 s) runs out.
+    crashing.close(leave=False)
+    wait_until(lambda: _settled([steady, static], everything), timeout_s=30,
+               what="the crashed member's partitions taken over")  # fmt: skip
+    # A static member restarts: it leaves for a while (epoch -2) and comes back under a
+    # new member id with its partitions and no new group epoch.
+    kept, epoch = set(static.assignment), static.generation
+    static.close()
+    time.sleep(1.5)
+    assert steady.generation == epoch and len(steady.assignment) == 6 - len(kept)
+    back = member("static-2", instance="worker-s")
+    wait_until(lambda: _settled([steady, back], everything), timeout_s=30, what="static back")
+    assert set(back.assignment) == kept and back.generation == epoch
+    assert back.member_id != static.member_id
+    assert not ownership.violations, ownership.violations
+
+
+@pytest.fixture
+def kafka_cluster(kafka_bootstrap: str, prefix: str, tmp_path: Path) -> Iterator[GroupCluster]:
+    """Apache Kafka only: the embedded tansu broker cannot add partitions."""
+    yield from _cluster(kafka_bootstrap, prefix, tmp_path, heartbeat_ms=500)
+
+
+def test_new_partitions_reach_the_members(kafka_cluster: GroupCluster, prefix: str) -> None:
+    topic = _topic(kafka_cluster.bootstrap, f"{prefix}growing", 4)
+    group = f"{prefix}growing"
+    members = [kafka_cluster.member(group, topic, protocol="consumer").start() for _ in range(2)]
+    wait_until(lambda: _settled(members, {(topic, p) for p in range(4)}), timeout_s=60,
+               what="four partitions")  # fmt: skip
+    epoch = members[0].generation
+    admin = admin_client(kafka_cluster.bootstrap)
+    for future in admin.create_partitions([NewPartitions(topic, 8)]).values():
+        future.result(30)
+    wait_until(lambda: _settled(members, {(topic, p) for p in range(8)}), timeout_s=60,
+               what="eight partitions")  # fmt: skip
+    assert members[0].generation > epoch
