@@ -164,3 +164,47 @@ def test_restarted_broker_answers_again_on_the_same_address(
         assert "before-restart" not in topics
     else:
         assert "before-restart" in topics
+
+
+def test_consumer_protocol_group_against_a_broker_container(
+    daemons: Daemons, e2e_bootstrap: str, prefix: str
+) -> None:
+    """KIP-848 members coordinated by the daemons: server-side assignment, commits at the
+    member epoch, and the CLI's consumer group columns."""
+    env = daemons.env
+    topic, group = f"{prefix}orders", f"{prefix}kip848"
+    kafka_admin = AdminClient({"bootstrap.servers": e2e_bootstrap})
+    for future in kafka_admin.create_topics([NewTopic(topic, 4, 1)]).values():
+        future.result(30)
+    members = [
+        GroupMember(e2e_bootstrap, group, [topic], protocol="consumer", topic_prefix=prefix,
+                    offsets_partitions=SHARDS, rebalance_timeout_ms=15_000).start()
+        for _ in range(2)
+    ]  # fmt: skip
+    try:
+        everything = {(topic, p) for p in range(4)}
+
+        def settled() -> bool:
+            owned = [tp for m in members for tp in m.assignment]
+            return (all(m.wait_assigned(0) for m in members) and len(owned) == 4
+                    and set(owned) == everything
+                    and len({m.generation for m in members}) == 1)  # fmt: skip
+
+        wait_until(settled, timeout_s=90, what="two consumer-protocol members share 4 partitions")
+        assert {len(m.assignment) for m in members} == {2}
+        offsets = {tp: 10 + tp[1] for tp in members[0].assignment}
+        members[0].commit(offsets)
+        assert members[1].committed() == offsets
+        assert _healthy(env, "group", group)
+        state = _cli(env, "groups", "describe", "--group", group, "--state")
+        row = state.splitlines()[1].split()
+        epoch = str(members[0].generation)
+        assert row[0] == group and "Consumer" in row and "Stable" in row, state
+        assert row[-3:] == [epoch, epoch, "2"], state  # group epoch, target epoch, members
+        described = _cli(env, "groups", "describe", "--group", group, "--members")
+        rows = [line.split() for line in described.splitlines()[1:]]
+        assert {r[1] for r in rows} == {m.member_id for m in members}, described
+        assert all(epoch in r and "STABLE" in r for r in rows), described
+    finally:
+        for m in members:
+            m.close()
