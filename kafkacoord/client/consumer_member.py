@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 import socket
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -185,26 +184,15 @@ class ConsumerProtocolMember(GroupMember):
 
     def close(self, leave: bool = True, timeout_s: float = 8.0) -> None:
         """Stop within ``timeout_s``; leave the group (a static member: for a while)."""
-        deadline = time.monotonic() + timeout_s
-        self._closing.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=timeout_s / 2)
-        stuck = self._thread.is_alive()
-        owned: frozenset[TopicPartition] = self.assignment
-        if owned and self._on_revoked is not None:
-            self._callback(self._on_revoked, owned)
-        self.assignment = frozenset()
         self._channel.client.unwatch_hints(self.group_id, self.member_id)
-        if leave and not stuck and self.generation > 0:
-            epoch = -2 if self.group_instance_id is not None else -1
-            body = g.ConsumerGroupHeartbeat(
-                group_id=self.group_id, member_id=self.member_id, member_epoch=epoch,
-                instance_id=self.group_instance_id, client_id=self._client_id,
-            )  # fmt: skip
-            try:
-                self._channel.call(self.shard, body, g.ConsumerGroupHeartbeatResponse,
-                                   timeout_s=max(deadline - time.monotonic(), 0.5))  # fmt: skip
-            except RequestError as exc:
-                log.info("leave group failed", group=self.group_id, error=str(exc))
-        self._channel.close()
+        super().close(leave, timeout_s)
+
+    def _leave(self, timeout_s: float) -> None:
+        if self.generation <= 0:
+            return  # never joined, or fenced: there is nothing to leave
+        epoch = -2 if self.group_instance_id is not None else -1
+        body = g.ConsumerGroupHeartbeat(
+            group_id=self.group_id, member_id=self.member_id, member_epoch=epoch,
+            instance_id=self.group_instance_id, client_id=self._client_id,
+        )  # fmt: skip
+        self._channel.call(self.shard, body, g.ConsumerGroupHeartbeatResponse, timeout_s=timeout_s)

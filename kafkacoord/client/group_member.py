@@ -206,16 +206,20 @@ class GroupMember:
         stuck = self._thread.is_alive()
         if self.assignment and self._on_revoked is not None:
             self._callback(self._on_revoked, self.assignment)
-        if leave and not stuck and self.member_id and self.group_instance_id is None:
-            identity = g.MemberIdentity(member_id=self.member_id, reason="the consumer is closing")
+        if leave and not stuck:
             try:
-                self._channel.call(
-                    self.shard, g.LeaveGroup(group_id=self.group_id, members=[identity]),
-                    g.LeaveGroupResponse, timeout_s=max(deadline - time.monotonic(), 0.5),
-                )  # fmt: skip
+                self._leave(max(deadline - time.monotonic(), 0.5))
             except RequestError as exc:
                 log.info("leave group failed", group=self.group_id, error=str(exc))
         self._channel.close()
+
+    def _leave(self, timeout_s: float) -> None:
+        """LeaveGroup, for a dynamic member that joined (a static one lets its session run)."""
+        if not self.member_id or self.group_instance_id is not None:
+            return
+        identity = g.MemberIdentity(member_id=self.member_id, reason="the consumer is closing")
+        self._channel.call(self.shard, g.LeaveGroup(group_id=self.group_id, members=[identity]),
+                           g.LeaveGroupResponse, timeout_s=timeout_s)  # fmt: skip
 
     # -- the member's thread ---------------------------------------------------------------
 

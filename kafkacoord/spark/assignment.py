@@ -10,6 +10,7 @@ which are ignored. Anything that does not parse is shown as hex.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -84,8 +85,13 @@ def render(data: bytes | None) -> str:
     decoded = decode_assignment(data)
     if decoded is None:
         return "0x" + data.hex()
+    return render_partitions(decoded.partitions)
+
+
+def render_partitions(partitions: Iterable[tuple[str, int]]) -> str:
+    """``topic:0,1;other:3``."""
     by_topic: dict[str, list[int]] = {}
-    for topic, partition in decoded.partitions:
+    for topic, partition in partitions:
         by_topic.setdefault(topic, []).append(partition)
     return ";".join(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(by_topic.items()))
 

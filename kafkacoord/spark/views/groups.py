@@ -13,7 +13,7 @@ from typing import Any, Final
 import pandas as pd  # type: ignore[import-untyped]
 import pyarrow as pa
 
-from ..assignment import decode_assignment, render
+from ..assignment import decode_assignment, render, render_partitions
 from .base import Context, Snapshot, ms_to_time, to_table
 
 TS: Final = pa.timestamp("ms", tz="UTC")
@@ -92,14 +92,6 @@ def groups(snap: Snapshot, ctx: Context) -> pa.Table:
 
 _STABLE_MEMBER: Final = 2  # MemberState.STABLE in the assignment record
 _MEMBER_STATES: Final = {0: "UNREVOKED_PARTITIONS", 1: "UNRELEASED_PARTITIONS", 2: "STABLE"}
-
-
-def _render(partitions: tuple[tuple[str, int], ...]) -> str:
-    """``topic:0,1;other:3``, as classic assignments are shown."""
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        by_topic.setdefault(topic, []).append(partition)
-    return ";".join(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(by_topic.items()))
 
 
 def _consumer_groups(snap: Snapshot) -> list[dict[str, Any]]:
@@ -205,7 +197,7 @@ def _consumer_member_rows(snap: Snapshot) -> list[dict[str, Any]]:
                 "group_instance_id": m["instance_id"],
                 "client_id": m["client_id"],
                 "host": m["client_host"],
-                "assignment": _render(partitions),
+                "assignment": render_partitions(partitions),
                 "assigned_partitions": len(partitions),
                 "partitions": partitions,
                 "session_timeout_ms": None if classic is None else classic["session_timeout_ms"],
@@ -213,7 +205,7 @@ def _consumer_member_rows(snap: Snapshot) -> list[dict[str, Any]]:
                 "coordinator_shard": m["shard"],
                 "member_epoch": epoch if epoch >= 0 else None,
                 "member_state": _MEMBER_STATES.get(state),
-                "target_assignment": _render(targets.get(key, ())),
+                "target_assignment": render_partitions(targets.get(key, ())),
                 "_epoch": epoch,
                 "_state": state,
                 "_assignor": m["server_assignor"],

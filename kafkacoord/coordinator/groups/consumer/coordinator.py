@@ -42,12 +42,11 @@ from kafkacoord.coordinator.protocol.base import PUSH_CORRELATION_ID
 from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
 from .assignment import EMPTY, Assignment, from_lists, is_subset, to_lists
-from .group import ConsumerGroup, ConsumerGroupState, compile_regex
+from .group import ConsumerGroup, compile_regex
 from .member import JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerMember
 from .reconciliation import reconcile
 from .records import (
     epoch_record,
-    group_tombstones,
     member_assignment_record,
     member_metadata_record,
     member_tombstones,
@@ -595,13 +594,6 @@ class ConsumerGroups:
                 f"member {member_id} committed with epoch {epoch}; its epoch is "
                 f"{member.member_epoch}",
             )
-
-    def delete_records(self, group: ConsumerGroup) -> list[Record]:
-        return group_tombstones(group.group_id)
-
-    @staticmethod
-    def state_of(group: ConsumerGroup) -> ConsumerGroupState:
-        return group.state
 
 
 def apply_record(group: ConsumerGroup, key: AvroModel, value: AvroModel | None) -> bool:
