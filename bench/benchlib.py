@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,23 @@ def cpu_seconds(pid: int) -> float:
     """User plus system CPU of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def py_spy(pid: int, path: str, seconds: float | None = None) -> subprocess.Popen[bytes]:
+    """py-spy samples ``pid`` (collapsed stacks, per thread) for ``seconds``, or until
+    :func:`stop_py_spy`."""
+    duration = [] if seconds is None else ["--duration", str(int(seconds))]
+    return subprocess.Popen(
+        ["py-spy", "record", "--pid", str(pid), *duration, "--rate", "250",
+         "--format", "raw", "--threads", "--output", path],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def stop_py_spy(profiler: subprocess.Popen[bytes]) -> None:
+    """Ends an open-ended sample; py-spy writes its output on SIGINT."""
+    profiler.send_signal(signal.SIGINT)
+    profiler.wait(60)
 
 
 def broker_for(kind: str, workdir: Path) -> EmbeddedBroker | KafkaBroker:

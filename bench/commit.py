@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
@@ -42,7 +41,7 @@ from collections import deque
 from concurrent.futures import Future
 from pathlib import Path
 
-from benchlib import BROKERS, broker_for, cpu_seconds, log, start_daemon
+from benchlib import BROKERS, broker_for, cpu_seconds, log, py_spy, start_daemon
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -222,15 +221,6 @@ def native_commits(
     return sum(counts), time.perf_counter() - started
 
 
-def _profile(pid: int, path: str, seconds: float) -> subprocess.Popen[bytes]:
-    """py-spy samples the daemon through the peak window (collapsed stacks, per thread)."""
-    return subprocess.Popen(
-        ["py-spy", "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", "250",
-         "--format", "raw", "--threads", "--output", path],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
 def run(
     bootstrap: str, broker_pid: int, args: argparse.Namespace, data_dir: Path
 ) -> dict[str, object]:
@@ -261,7 +251,7 @@ def run(
         raw = raw_done / elapsed
         raw_broker = meter.per_op_ms(raw_done)["broker"]
         log(f"raw: {raw:.0f}/s")
-        profiler = _profile(daemon.pid, args.profile, seconds) if args.profile else None
+        profiler = py_spy(daemon.pid, args.profile, seconds) if args.profile else None
         meter.start()
         done, elapsed, _ = kafkacoord_commits(client, seconds, concurrency)
         meter.stop()

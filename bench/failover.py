@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import resource
 import sys
 import tempfile
@@ -32,7 +33,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from benchlib import BROKERS, broker_for
+from benchlib import BROKERS, broker_for, py_spy, stop_py_spy
 from confluent_kafka.admin import NewTopic
 
 from kafkacoord.client.admin import ControllerAdmin
@@ -68,7 +69,9 @@ def wait(check: object, what: str, timeout_s: float = 120) -> None:
         time.sleep(0.05)
 
 
-def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict[str, object]:
+def run(
+    bootstrap: str, partitions: int, per_topic: int, data_dir: Path, profile: str | None = None
+) -> dict[str, object]:
     settings = Settings(
         bootstrap=bootstrap,
         topic_prefix="bench_",
@@ -131,9 +134,12 @@ def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict
         before = service.host.stats.records_written if service.host else 0
         log(f"fencing node {victim}, leader of {len(led)} partitions")
 
+        profiler = py_spy(os.getpid(), f"{profile}.fence") if profile else None
         t0 = time.perf_counter()
         admin.fence_node(victim)
         elect_s = time.perf_counter() - t0
+        if profiler is not None:
+            stop_py_spy(profiler)
 
         assert service.host is not None
         written = service.host.stats.records_written - before
@@ -164,7 +170,7 @@ def run(bootstrap: str, partitions: int, per_topic: int, data_dir: Path) -> dict
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
             cold_load_s, cold_rss_mb = pool.submit(
                 cold_load, settings, bootstrap, identities[topics.metadata], data_dir,
-                listener.endpoint,
+                listener.endpoint, profile,
             ).result(timeout=600)  # fmt: skip
         log(f"cold load of {count} partitions: {cold_load_s:.2f}s, {cold_rss_mb} MB")
         return {
@@ -194,11 +200,17 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
-def cold_load(
-    settings: Settings, bootstrap: str, identity: str, data_dir: Path, endpoint: str
+def cold_load(  # noqa: PLR0917 (a pool task takes its arguments positionally)
+    settings: Settings,
+    bootstrap: str,
+    identity: str,
+    data_dir: Path,
+    endpoint: str,
+    profile: str | None,
 ) -> tuple[float, int]:
     """A controller with an empty cache: start to active (the whole log loaded); the
     seconds and this process's peak RSS in MB."""
+    profiler = py_spy(os.getpid(), f"{profile}.cold") if profile else None
     cache = StateCache(data_dir / "cold-cache")
     t0 = time.perf_counter()
     config = settings.controller_config()
@@ -207,6 +219,8 @@ def cold_load(
     try:
         wait(lambda: service.active, "cold controller activation", timeout_s=300)
         seconds = time.perf_counter() - t0
+        if profiler is not None:
+            stop_py_spy(profiler)
         return seconds, peak_rss()
     finally:
         service.close()
@@ -219,13 +233,19 @@ def main() -> None:
     parser.add_argument("--per-topic", type=int, default=1000)
     parser.add_argument("--bootstrap", help="an existing cluster instead of the embedded broker")
     parser.add_argument("--broker", choices=BROKERS, default="tansu")
+    parser.add_argument(
+        "--profile", metavar="PREFIX",
+        help="py-spy the fence (PREFIX.fence) and the cold load (PREFIX.cold), collapsed stacks",
+    )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.bootstrap:
-            result = run(args.bootstrap, args.partitions, args.per_topic, Path(tmp))
+            result = run(args.bootstrap, args.partitions, args.per_topic, Path(tmp), args.profile)
         else:
             with broker_for(args.broker, Path(tmp)) as broker:
-                result = run(broker.bootstrap, args.partitions, args.per_topic, Path(tmp))
+                result = run(
+                    broker.bootstrap, args.partitions, args.per_topic, Path(tmp), args.profile
+                )
     print(json.dumps({"broker": "external" if args.bootstrap else args.broker, **result}))
 
 
