@@ -19,7 +19,7 @@ from typing import Any, Final, cast
 
 import fastavro
 
-from . import schemas
+from . import partition_codec, schemas
 from .errors import CodecError
 from .models import (
     AvroModel,
@@ -186,6 +186,17 @@ class _Codec:
 
 _CODECS: Final[dict[int, _Codec]] = {int(t): _Codec(s) for t, s in SPECS.items()}
 
+# Hand-written codecs of hot records, used only for the schema version they were written
+# for: a newer version falls back to fastavro until its hand-written codec catches up.
+_FAST_PARTITION_KEY: Final = (
+    _CODECS[RecordType.PARTITION].key_current.number == partition_codec.KEY_VERSION
+)
+_FAST_PARTITION_VALUE: Final = (
+    _CODECS[RecordType.PARTITION].value_current.number == partition_codec.VALUE_VERSION
+)
+_PARTITION_KEY_HEADER: Final = bytes((RecordType.PARTITION, partition_codec.KEY_VERSION))
+_PARTITION_VALUE_HEADER: Final = _VALUE_HEADER.pack(partition_codec.VALUE_VERSION)
+
 
 def _write(schema: Any, datum: dict[str, Any], header: bytes) -> bytes:
     out = BytesIO()
@@ -209,6 +220,8 @@ def _read(data: bytes, start: int, writer: Any, reader: Any, part: str) -> dict[
 @functools.lru_cache(maxsize=65_536)
 def encode_key(key: AvroModel) -> bytes:
     """Keys repeat (a consumer commits the same partitions again and again): cached."""
+    if _FAST_PARTITION_KEY and type(key) is PartitionKey:
+        return _PARTITION_KEY_HEADER + _fast_encode(partition_codec.encode_key_body, key, "key")
     spec = _BY_KEY_CLS.get(type(key))
     if spec is None:
         raise CodecError(f"{type(key).__name__} is not a record key", part="key")
@@ -218,11 +231,33 @@ def encode_key(key: AvroModel) -> bytes:
 
 
 def encode_value(value: AvroModel) -> bytes:
+    if _FAST_PARTITION_VALUE and type(value) is PartitionValue:
+        body = _fast_encode(partition_codec.encode_value_body, value, "value")
+        return _PARTITION_VALUE_HEADER + body
     spec = _BY_VALUE_CLS.get(type(value))
     if spec is None:
         raise CodecError(f"{type(value).__name__} is not a record value", part="value")
     current = _CODECS[spec.record_type].value_current
     return _write(current.schema, value.to_avro(), _VALUE_HEADER.pack(current.number))
+
+
+def _fast_encode(encode: Any, model: AvroModel, part: str) -> bytes:
+    try:
+        return cast(bytes, encode(model))
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise CodecError(f"{type(model).__name__} does not fit its schema", part=part,
+                         cause=exc) from exc  # fmt: skip
+
+
+def _fast_decode(decode: Any, data: bytes, start: int, part: str) -> AvroModel:
+    """A hand-written decoder's result, held to the same rules as :func:`_read`."""
+    try:
+        model, end = decode(data, start)
+    except (ValueError, IndexError) as exc:  # UnicodeDecodeError is a ValueError
+        raise CodecError("Avro body does not match its schema", part=part, cause=exc) from exc
+    if end != len(data):
+        raise CodecError(f"{len(data) - end} trailing bytes after the Avro body", part=part)
+    return cast(AvroModel, model)
 
 
 def record_type_of(key: bytes | None) -> RecordType:
@@ -240,6 +275,8 @@ def decode_key(data: bytes | None) -> AvroModel:
     assert data is not None
     if len(data) < 2:
         raise CodecError("key shorter than its 2-byte header", part="key")
+    if rtype is RecordType.PARTITION and data[1] == partition_codec.KEY_VERSION:
+        return _fast_decode(partition_codec.decode_key_body, data, 2, "key")
     codec = _CODECS[rtype]
     writer = codec.key_schemas.get(data[1])
     if writer is None:
@@ -252,6 +289,8 @@ def decode_value(rtype: RecordType, data: bytes) -> AvroModel:
     if len(data) < _VALUE_HEADER.size:
         raise CodecError("value shorter than its 2-byte header", part="value")
     (version,) = _VALUE_HEADER.unpack_from(data)
+    if rtype is RecordType.PARTITION and version == partition_codec.VALUE_VERSION:
+        return _fast_decode(partition_codec.decode_value_body, data, 2, "value")
     codec = _CODECS[rtype]
     writer = codec.value_schemas.get(version)
     if writer is None:
