@@ -6,11 +6,15 @@ transactional writer, RocksDB cache), 10 registered nodes and --partitions
 partitions at RF 3 created through admin requests.
 
 Measured in the same run:
-- elect_s:      FenceNode request sent → reply received. The controller replies only
-                after every resulting partition record is durably appended (acks=all,
+- elect_s:      FenceNode request sent → reply received. The controller replies once
+                the node record and every new leader are durably appended (acks=all,
                 transaction committed), so this is fence → all new leaders durable.
-- raw_append_s: the same number of records, already encoded, appended with the
-                appender (idempotent, acks=all) to a scratch partition.
+- isr_shrunk_s: fence → the ISRs the node only followed have shrunk, durably too (the
+                controller appends those after the reply, in batches of their own).
+- records, leader_records: records of the whole fencing, and of the reply's batch.
+- raw_append_s: as many records as the whole fencing, already encoded, appended with
+                the appender (idempotent, acks=all) to a scratch partition; ratio is
+                raw_append_s / isr_shrunk_s.
 - cold_load_s:  a second controller with an empty cache: start → active, having
                 loaded the whole metadata log from the broker.
 - peak_rss_mb:  the peak resident memory (VmHWM) of this process: the fenced
@@ -131,6 +135,7 @@ def run(
         image = shard.image
         victim = max(range(1, NODES + 1), key=lambda n: len(image.led_by(n)))
         led = set(image.led_by(victim))
+        followed = set(image.in_isr_of(victim)) - led
         before = service.host.stats.records_written if service.host else 0
         log(f"fencing node {victim}, leader of {len(led)} partitions")
 
@@ -142,12 +147,21 @@ def run(
             stop_py_spy(profiler)
 
         assert service.host is not None
-        written = service.host.stats.records_written - before
+        host = service.host
+        leaders_written = host.stats.records_written - before
+        # The ISRs it only followed shrink after the reply, in batches: wait for them too.
+        expected = 1 + len(led) + len(followed)
+        wait(lambda: host.stats.records_written - before >= expected, "ISR shrinks", 600)
+        isr_shrunk_s = time.perf_counter() - t0
+        written = host.stats.records_written - before
         moved = sum(1 for tp in led if (p := image.partition(*tp)) and p.leader not in (victim, -1))
         still = [tp for tp in led if (p := image.partition(*tp)) and p.leader == victim]
         if still:
             raise SystemExit(f"{len(still)} partitions still led by the fenced node")
-        log(f"fence: {written} records, {moved} new leaders in {elect_s:.3f}s")
+        log(
+            f"fence: {leaders_written} records, {moved} new leaders in {elect_s:.3f}s; "
+            f"{written - leaders_written} ISR shrinks durable at {isr_shrunk_s:.3f}s"
+        )
 
         # The same records again, pre-encoded, through the plain appender.
         raw = [
@@ -177,9 +191,11 @@ def run(
             "partitions": count,
             "moved": moved,
             "records": written,
+            "leader_records": leaders_written,
             "elect_s": round(elect_s, 4),
+            "isr_shrunk_s": round(isr_shrunk_s, 4),
             "raw_append_s": round(raw_append_s, 4),
-            "ratio": round(raw_append_s / elect_s, 3),
+            "ratio": round(raw_append_s / isr_shrunk_s, 3),
             "cold_load_s": round(cold_load_s, 2),
             "peak_rss_mb": peak_rss_mb,
             "cold_load_rss_mb": cold_rss_mb,

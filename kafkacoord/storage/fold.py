@@ -8,6 +8,9 @@ record-by-record replay that skips poison would produce.
 
 Folds that need cross-key order (controller-epoch fencing) or strict mode
 decode every record in order.
+
+A folder may also keep the decoded winners (``keep_decoded``): a load into an
+empty cache then hands its state to the shard without decoding it a second time.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kafkacoord.codecs import (
     RecordType,
     decode_key,
     decode_value,
+    record_type_of,
 )
 from kafkacoord.codecs.models import AvroModel, OffsetCommitValue
 
@@ -108,6 +112,7 @@ class ChunkFolder:
         strict: bool | None = None,
         controller_epoch: int = -1,
         leader_epoch: int = -1,
+        keep_decoded: bool = False,
     ) -> None:
         self.topic = topic
         self.policy = policy
@@ -116,6 +121,8 @@ class ChunkFolder:
         self.controller_fence = ControllerEpochFence(controller_epoch)
         self.fence = LeaderEpochFence(leader_epoch)
         self._keys: dict[bytes, AvroModel | str] = {}
+        # raw key -> (key, value) of every live key folded so far, when kept.
+        self.decoded: dict[bytes, tuple[AvroModel, AvroModel]] | None = {} if keep_decoded else None
 
     @property
     def controller_epoch(self) -> int:
@@ -141,8 +148,9 @@ class ChunkFolder:
         if known is None:
             try:
                 decoded: AvroModel | str = decode_key(raw)
-                if RecordType(raw[0]) not in self.policy.allowed:
-                    decoded = f"record type {RecordType(raw[0]).name} does not belong in this topic"
+                rtype = record_type_of(raw)
+                if rtype not in self.policy.allowed:
+                    decoded = f"record type {rtype.name} does not belong in this topic"
             except CodecError as exc:
                 decoded = str(exc)
             if len(self._keys) >= _KEY_CACHE_LIMIT:
@@ -155,12 +163,22 @@ class ChunkFolder:
     def _change(self, raw_key: bytes, key: AvroModel, msg: Message) -> Change:
         raw_value = msg.value()
         if raw_value is None:
-            return Change(None)
+            return self._tombstone(raw_key)
         try:
-            value = decode_value(RecordType(raw_key[0]), raw_value)
+            value = decode_value(record_type_of(raw_key), raw_value)
         except CodecError as exc:
             raise _PoisonError(str(exc)) from exc
-        return Change(raw_value, self.policy.expiry(key, value), _offset(msg))
+        return self._put(raw_key, key, value, msg)
+
+    def _put(self, raw_key: bytes, key: AvroModel, value: AvroModel, msg: Message) -> Change:
+        if self.decoded is not None:
+            self.decoded[raw_key] = (key, value)
+        return Change(cast(bytes, msg.value()), self.policy.expiry(key, value), _offset(msg))
+
+    def _tombstone(self, raw_key: bytes) -> Change:
+        if self.decoded is not None:
+            self.decoded.pop(raw_key, None)
+        return Change(None)
 
     def _poison(self, partition: int, offset: int, reason: str, stats: FoldStats) -> None:
         record_poison(self.topic, partition, offset, reason, strict=self.strict)
@@ -212,15 +230,15 @@ class ChunkFolder:
                 assert raw_key is not None
                 raw_value = msg.value()
                 if raw_value is None:
-                    changes[raw_key] = Change(None)
+                    changes[raw_key] = self._tombstone(raw_key)
                     continue
-                value = decode_value(RecordType(raw_key[0]), raw_value)
+                value = decode_value(record_type_of(raw_key), raw_value)
             except (_PoisonError, CodecError) as bad:
                 self._poison(partition, _offset(msg), getattr(bad, "reason", str(bad)), stats)
                 continue
             if fenced and not self.controller_fence.admit(value):
                 stats.fenced += 1
                 continue
-            changes[raw_key] = Change(raw_value, self.policy.expiry(key, value), _offset(msg))
+            changes[raw_key] = self._put(raw_key, key, value, msg)
         stats.tombstones = sum(1 for c in changes.values() if c.value is None)
         return changes

@@ -17,7 +17,7 @@ import structlog
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kafkacoord.codecs import decode_value
-from kafkacoord.codecs.models import ControllerKey, ControllerValue, ShardLeaderKey
+from kafkacoord.codecs.models import AvroModel, ControllerKey, ControllerValue, ShardLeaderKey
 from kafkacoord.codecs.records import RecordType, encode_key
 
 from .cache import ShardId, StateCache
@@ -43,6 +43,9 @@ class ShardLoad:
     rebuilt: str | None = None
     stats: FoldStats = field(default_factory=FoldStats)
     seconds: float = 0.0
+    # The shard's whole state, decoded (raw key -> key, value), when the load started
+    # from an empty cache: the owner replays it without reading and decoding the cache.
+    decoded: dict[bytes, tuple[AvroModel, AvroModel]] | None = None
 
     @property
     def resume_offset(self) -> int:
@@ -138,6 +141,7 @@ class ShardRecovery:
                 {}, next_offset=0, identity=identity, now_ms=self._clock_ms()
             )  # fmt: skip
             load.next_offset, load.high_watermark = 0, 0
+            load.decoded = {}
         return pending
 
     def _verify_identity(self, identity: str) -> None:
@@ -189,6 +193,7 @@ class ShardRecovery:
                 self.topic, self._policy, strict=self._strict,
                 controller_epoch=self._controller_epoch(load.shard),
                 leader_epoch=self._leader_epoch(load.shard),
+                keep_decoded=load.start_offset == BEGINNING,  # the cache started empty
             )
             for p, load in loads.items()
         }  # fmt: skip
@@ -217,6 +222,7 @@ class ShardRecovery:
             if chunk.at_end:
                 load.high_watermark = chunk.high_watermark
                 load.seconds = time.monotonic() - started
+                load.decoded = folders[chunk.partition].decoded
             now = time.monotonic()
             if now >= next_report:
                 next_report = now + self._progress_interval_s

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from kafkacoord.codecs import RecordType, encode_key, encode_value
+from kafkacoord.codecs import RecordType, decode_record, encode_key, encode_value
 from kafkacoord.codecs.models import (
     ControllerKey,
     ControllerValue,
@@ -103,6 +103,21 @@ def test_load_replays_overwrites_and_tombstones_to_the_high_watermark(env: Env) 
     assert sum(load.stats.records for load in loads.values()) == len(records)
     assert sum(load.stats.tombstones for load in loads.values()) > 0
     env.assert_matches_log()
+
+
+def test_a_load_into_an_empty_cache_hands_over_its_state_decoded(env: Env) -> None:
+    # Small chunks: keys overwritten and tombstoned across chunks must end as in the cache.
+    append_all(env.bootstrap, env.topics.offsets, workload(seed=7, count=2_000, keys=30))
+    loads = env.recovery(chunk_records=300).recover(range(PARTITIONS), env.identity())
+    for load in loads.values():
+        cached = {k: decode_record(k, v) for k, v in env.cache.shard(load.shard).items()}
+        assert cached, "the workload leaves live keys in every shard"
+        assert load.decoded == cached
+
+    # From a checkpoint the load sees only a delta: it hands over nothing.
+    append_all(env.bootstrap, env.topics.offsets, workload(seed=8, count=100, keys=30))
+    again = env.recovery().recover(range(PARTITIONS), env.identity())
+    assert all(load.decoded is None for load in again.values())
 
 
 def test_restart_replays_only_from_the_checkpoint(env: Env) -> None:
@@ -238,6 +253,8 @@ def test_metadata_replay_ignores_a_stale_controllers_late_writes(env: Env) -> No
     loads = env.recovery(topic).recover([0], env.identity(topic))
     assert loads[0].stats.fenced == 1
     assert env.cache.shard(ShardId(topic, 0)).get(node_key) == node(2, "b")
+    assert loads[0].decoded is not None
+    assert loads[0].decoded[node_key][1] == decode_record(node_key, node(2, "b"))[1]
 
     # The fence survives a restart: the next load starts from the cached epoch.
     append_all(env.bootstrap, topic, [(0, node_key, node(1, "zombie2"))])
@@ -249,6 +266,7 @@ def test_metadata_replay_ignores_a_stale_controllers_late_writes(env: Env) -> No
 def test_empty_partitions_load_at_once(env: Env) -> None:
     loads = env.recovery().recover(range(PARTITIONS), env.identity())
     assert all(load.high_watermark == 0 and load.stats.records == 0 for load in loads.values())
+    assert all(load.decoded == {} for load in loads.values())
     assert all(env.cache.shard(load.shard).checkpoint() is not None for load in loads.values())
 
 

@@ -8,7 +8,7 @@ run) computes each change from the previous one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kafkacoord.codecs.models import NodeValue, PartitionValue, RebalanceValue, TopicValue
 from kafkacoord.coordinator.runtime.shard import Record
@@ -38,6 +38,7 @@ class Batch:
         "_partitions",
         "_rebalance",
         "_topics",
+        "after_commit",
         "elr_min_isr",
         "epoch",
         "image",
@@ -55,6 +56,8 @@ class Batch:
         # Eligible leader replicas on: the default min.insync.replicas; None: off.
         self.elr_min_isr = elr_min_isr
         self.records: list[Record] = []
+        # Soft-state changes that must wait until the records are durable.
+        self.after_commit: list[Callable[[], None]] = []
         self._nodes: dict[int, NodeValue] = {}
         self._topics: dict[str, TopicValue | None] = {}
         self._partitions: dict[TP, PartitionValue | None] = {}

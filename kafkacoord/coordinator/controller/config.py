@@ -71,6 +71,9 @@ class ControllerConfig:
     # pause so a big imbalance never blocks the controller for long.
     max_rebalance_elections_per_run: int = 1000
     rebalance_continue_delay_ms: int = 100
+    # A fencing appends the new leaders first and answers; the ISRs the node only followed
+    # in shrink after, this many partitions per append.
+    fence_isr_shrink_batch: int = 50_000
     # Partitions moving at once; further reassignments are queued (persisted, step QUEUED).
     max_concurrent_reassignments: int = 100
     # unclean.leader.election.enable, for topics that do not set it.
@@ -97,6 +100,7 @@ class ControllerConfig:
             "leader_imbalance_check_interval_ms": self.leader_imbalance_check_interval_ms,
             "max_rebalance_elections_per_run": self.max_rebalance_elections_per_run,
             "max_concurrent_reassignments": self.max_concurrent_reassignments,
+            "fence_isr_shrink_batch": self.fence_isr_shrink_batch,
             "default_num_partitions": self.default_num_partitions,
             "default_replication_factor": self.default_replication_factor,
             "default_min_insync_replicas": self.default_min_insync_replicas,

@@ -39,13 +39,18 @@ from .config import ControllerConfig
 from .partitions import PartitionManager, check_node_epoch
 from .records import node_value
 
-__all__ = ["SESSION_TIMER", "NodeManager", "session_timer"]
+__all__ = ["ISR_SHRINK_TIMER", "SESSION_TIMER", "NodeManager", "isr_shrink_timer", "session_timer"]
 
 SESSION_TIMER: Final = "session"
+ISR_SHRINK_TIMER: Final = "isr-shrink"
 
 
 def session_timer(node_id: int) -> tuple[str, int]:
     return (SESSION_TIMER, node_id)
+
+
+def isr_shrink_timer(node_id: int) -> tuple[str, int]:
+    return (ISR_SHRINK_TIMER, node_id)
 
 
 class NodeManager:
@@ -143,14 +148,40 @@ class NodeManager:
     # -- fencing ----------------------------------------------------------------------------
 
     def fence(self, batch: Batch, node_id: int) -> bool:
-        """Fence the node now; ``False`` if it is unknown or already fenced."""
+        """Fence the node now; ``False`` if it is unknown or already fenced.
+
+        Like KRaft's non-atomic fencing result, in two steps: the partitions it led get
+        new leaders in this batch (availability first), and the ISRs it only followed in
+        shrink once those are durable, in batches (:meth:`shrink_isrs`). A controller that
+        fails over in between finishes the fencing on load.
+        """
         node = batch.node(node_id)
         if node is None or node.fenced:
             return False
         batch.put_node(node_value(node, batch.epoch, fenced=True))
         self.timers.cancel(session_timer(node_id))
-        self.partitions.on_node_fenced(batch, node_id)
+        self.partitions.on_node_fenced(batch, node_id, followers=False)
+        self._shrink_after(batch, node_id)
         return True
+
+    def shrink_isrs(self, batch: Batch, node_id: int) -> None:
+        """The second step of a fencing: drop the node from the ISRs it follows in.
+
+        It runs even if the node came back meanwhile: a fenced replica may have missed
+        records, so it rejoins an ISR only when its leader adds it again."""
+        more = self.partitions.on_node_fenced(
+            batch, node_id, leaders=False, limit=self.config.fence_isr_shrink_batch
+        )
+        if more:
+            self._shrink_after(batch, node_id)
+
+    def _shrink_after(self, batch: Batch, node_id: int) -> None:
+        # Scheduled once this batch is durable, so the next batch never joins its append.
+        # The image does not show this batch yet: a last run may find nothing left to do.
+        if batch.image.in_isr_of(node_id):
+            batch.after_commit.append(
+                lambda: self.timers.schedule(isr_shrink_timer(node_id), batch.now_ms)
+            )
 
     def expire(self, batch: Batch, node_id: int) -> bool:
         """The node's session timer fired."""

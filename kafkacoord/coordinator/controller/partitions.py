@@ -135,8 +135,20 @@ class PartitionManager:
             if elected is not None:
                 batch.put_partition(elected)
 
-    def on_node_fenced(self, batch: Batch, node_id: int) -> None:
+    def on_node_fenced(
+        self,
+        batch: Batch,
+        node_id: int,
+        *,
+        leaders: bool = True,
+        followers: bool = True,
+        limit: int | None = None,
+    ) -> bool:
         """The node is gone: re-elect what it led, drop it from the ISRs it is in.
+
+        ``leaders``/``followers`` choose the partitions it leads and those it only follows
+        (a fencing does the first at once and the second after, in batches of ``limit``
+        changed partitions); True when the limit left some for a later batch.
 
         The hot path of a failover: it visits only the node's partitions (image indexes)
         and builds each new record with one constructor call. Every partition it changes
@@ -151,7 +163,12 @@ class PartitionManager:
         flags: dict[str, tuple[bool, bool, int]] = {}
         elr_default = batch.elr_min_isr
         changed: list[PartitionValue] = []
-        for topic, partition in batch.node_partitions(node_id, lead=True, isr=True):
+        more = False
+        both = leaders and followers
+        for topic, partition in batch.node_partitions(node_id, lead=leaders, isr=followers):
+            if limit is not None and len(changed) >= limit:
+                more = True
+                break
             if pending:
                 current = batch.partition(topic, partition)
             else:
@@ -159,6 +176,8 @@ class PartitionManager:
                 current = None if parts is None else parts.get(partition)
             if current is None:
                 continue
+            if not both and (current.leader == node_id) is not leaders:
+                continue  # the other half of a fencing
             flag = flags.get(topic)
             if flag is None:
                 flag = flags[topic] = (
@@ -211,6 +230,7 @@ class PartitionManager:
                 )
             )  # fmt: skip
         batch.put_existing_partitions(changed)
+        return more
 
     def on_unclean_restart(self, batch: Batch, node_id: int) -> None:
         """The node came back without a controlled shutdown: its log may have lost its

@@ -16,8 +16,8 @@ Life cycle:
 2. ``handle`` / ``fire_timers`` as requests and deadlines come; ``replay`` their records.
 3. ``on_unloaded`` when it stops being the controller.
 
-Timer keys: ``("session", node_id)``, ``("delete-topic", name)`` and
-``"leader-rebalance"``.
+Timer keys: ``("session", node_id)``, ``("isr-shrink", node_id)``,
+``("delete-topic", name)`` and ``"leader-rebalance"``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from .config import ControllerConfig
 from .image import MetadataImage
 from .internal_topics import InternalTopics
 from .leadership import REBALANCE_TIMER, LeadershipManager
-from .nodes import SESSION_TIMER, NodeManager
+from .nodes import ISR_SHRINK_TIMER, SESSION_TIMER, NodeManager
 from .partitions import PartitionManager
 from .reassignments import ReassignmentManager
 from .rebalance_execution import EXECUTE_TIMER, STEP_INTERVAL_MS, RebalanceExecutor
@@ -77,6 +77,11 @@ def _gc_paused(enabled: bool) -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+def _no_replies(action: Callable[[], None]) -> list[Reply]:
+    action()
+    return []
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +199,7 @@ class ControllerShard:
             self.node_id, self.epoch, len(self.image.nodes), len(self.image.topics),
             self.image.partition_count(),
         )  # fmt: skip
-        return self._result(batch.records)
+        return self._result(batch)
 
     def handle(self, request: Request, now_ms: int) -> Result:
         if not self.active:
@@ -231,7 +236,7 @@ class ControllerShard:
             return self._error(
                 request, ErrorCode.UNKNOWN_SERVER_ERROR, f"controller failed on {request.api}"
             )
-        return self._result(batch.records, Reply(request.ref, request.api, body=body))
+        return self._result(batch, Reply(request.ref, request.api, body=body))
 
     def fire_timers(self, now_ms: int) -> Result:
         if not self.active:
@@ -272,6 +277,8 @@ class ControllerShard:
             elif isinstance(key, tuple) and key[0] == SESSION_TIMER:
                 if self.nodes.expire(batch, key[1]):
                     log.info("node %d session expired: fenced", key[1])
+            elif isinstance(key, tuple) and key[0] == ISR_SHRINK_TIMER:
+                self.nodes.shrink_isrs(batch, key[1])
             elif isinstance(key, tuple) and key[0] == DELETE_TOPIC_TIMER:
                 self.deletions.finish(batch, key[1])
             elif key == EXECUTE_TIMER:
@@ -280,7 +287,7 @@ class ControllerShard:
                 log.error("unknown controller timer %r", key)
         self.reassignments.settle(batch)
         self._step_rebalance(batch)
-        return self._result(batch.records)
+        return self._result(batch)
 
     def _step_rebalance(self, batch: Batch) -> None:
         """Move a running rebalance on; its timer ticks while it runs."""
@@ -337,13 +344,15 @@ class ControllerShard:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _result(self, records: list[Record], *replies: Reply) -> Result:
+    def _result(self, batch: Batch, *replies: Reply) -> Result:
         """The records and replies, and the elections they decide counted once durable (a
         load replays history, so only this controller's own decisions are counted)."""
-        kinds = self._elections_in(records)
-        result = Result(records, list(replies))
+        kinds = self._elections_in(batch.records)
+        result = Result(batch.records, list(replies))
         if kinds:
             result.actions.append(functools.partial(self._count_elections, kinds))
+        for then in batch.after_commit:
+            result.actions.append(functools.partial(_no_replies, then))
         return result
 
     def _elections_in(self, records: list[Record]) -> Counter[str]:

@@ -30,6 +30,7 @@ import structlog
 
 from kafkacoord.codecs import CodecError, decode_record, encode_record
 from kafkacoord.codecs.fencing import controller_epoch_of
+from kafkacoord.codecs.models import AvroModel
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.storage.cache import Change, ShardStore
 from kafkacoord.storage.errors import AppendError, PoisonRecordError
@@ -111,6 +112,15 @@ class HostParts:
 def replay_order(record: Record) -> int:
     """Cache contents replay in controller-epoch order, so epoch fencing keeps them all."""
     return controller_epoch_of(record.value)
+
+
+def _by_record_type(decoded: dict[bytes, tuple[AvroModel, AvroModel]]) -> list[Record]:
+    """Decoded records in the cache's order of record types (the type tag leads every key),
+    as a replay of the cache would see them; within a type, in log order."""
+    by_type: dict[int, list[Record]] = {}
+    for raw_key, (key, value) in decoded.items():
+        by_type.setdefault(raw_key[0], []).append(Record(key, value))
+    return [record for tag in sorted(by_type) for record in by_type[tag]]
 
 
 class ShardHost:
@@ -268,14 +278,11 @@ class ShardHost:
         self._active.clear()
         load = self.parts.recover()
         shard = self.parts.make_shard()
-        records: list[Record] = []
-        for raw_key, raw_value in self.parts.store.items():
-            try:
-                key, value = decode_record(raw_key, raw_value)
-            except CodecError as exc:  # the cache holds only values that decoded once
-                log.warning("undecodable cached record", shard=self.name, error=str(exc))
-                continue
-            records.append(Record(key, value))
+        if load.decoded is not None:
+            records = _by_record_type(load.decoded)
+            load.decoded = None
+        else:
+            records = self._decode_cached()
         if self.parts.policy.fenced_by_controller_epoch:
             records.sort(key=replay_order)
         for record in records:
@@ -295,6 +302,17 @@ class ShardHost:
                   seconds=round(self.stats.load_seconds, 3))  # fmt: skip
         if self._on_active is not None:
             self._on_active(self)
+
+    def _decode_cached(self) -> list[Record]:
+        records: list[Record] = []
+        for raw_key, raw_value in self.parts.store.items():
+            try:
+                key, value = decode_record(raw_key, raw_value)
+            except CodecError as exc:  # the cache holds only values that decoded once
+                log.warning("undecodable cached record", shard=self.name, error=str(exc))
+                continue
+            records.append(Record(key, value))
+        return records
 
     def _apply(self, result: Result) -> Result:
         assert self.shard is not None

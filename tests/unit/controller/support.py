@@ -12,6 +12,7 @@ from typing import Any
 
 from kafkacoord.codecs.models import NodeKey, PartitionKey, PartitionValue, TopicKey
 from kafkacoord.coordinator.controller.config import ControllerConfig
+from kafkacoord.coordinator.controller.nodes import ISR_SHRINK_TIMER
 from kafkacoord.coordinator.controller.shard import ControllerShard
 from kafkacoord.coordinator.protocol import Body, ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
@@ -70,7 +71,19 @@ class Cluster:
         request = Request(RequestRef("test", self._correlation), type(body).__name__, body)
         self.last = self._apply(self.shard.handle(request, self.now))
         assert len(self.last.replies) == 1
+        self.settle()
         return self.last.replies[0]
+
+    def settle(self) -> list[Record]:
+        """Run the ISR shrinks fencings scheduled once durable, as the runtime's next turns
+        do; their records (``last`` stays the request's own result)."""
+        records: list[Record] = []
+        while any(
+            isinstance(key, tuple) and key[0] == ISR_SHRINK_TIMER and deadline <= self.now
+            for key, deadline in self.shard.timers.snapshot().items()
+        ):
+            records.extend(self._apply(self.shard.fire_timers(self.now)).records)
+        return records
 
     def ok(self, body: Body) -> Any:
         reply = self.call(body)
@@ -87,6 +100,7 @@ class Cluster:
     def tick(self, advance_ms: int = 0) -> Result:
         self.now += advance_ms
         self.last = self._apply(self.shard.fire_timers(self.now))
+        self.last.records.extend(self.settle())
         return self.last
 
     def run_for(self, duration_ms: int, alive: Iterable[int]) -> None:

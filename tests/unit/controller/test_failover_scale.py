@@ -1,4 +1,7 @@
-"""Fencing the busiest node among 100,000 partitions (RF 3, 10 nodes): correct and O(affected)."""
+"""Fencing the busiest node among 100,000 partitions (RF 3, 10 nodes): correct and O(affected).
+
+A fencing is two steps: the request's own batch holds the new leaders; the ISRs the node
+only followed in shrink once that batch is durable, in batches of their own."""
 
 from __future__ import annotations
 
@@ -8,14 +11,15 @@ from kafkacoord.codecs.models import NodeKey, PartitionKey, PartitionState, Part
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Request, RequestRef
 
-from .support import Cluster, replayed
+from .support import Cluster, quiet_config, replayed
 
 TOPICS = 10
 PER_TOPIC = 10_000
+SHRINK_BATCH = 8_000
 
 
 def test_fencing_the_top_leader_of_100k_partitions() -> None:
-    c = Cluster(seed=1)
+    c = Cluster(quiet_config(fence_isr_shrink_batch=SHRINK_BATCH), seed=1)
     c.add_nodes(range(10))
     for t in range(TOPICS):
         c.create(f"t{t}", PER_TOPIC, 3)
@@ -34,10 +38,30 @@ def test_fencing_the_top_leader_of_100k_partitions() -> None:
     for record in result.records:
         c.shard.replay(record)
         c.log.append(record)
-
     assert result.replies[0].error.name == "NONE"
     assert result.records[0].key == NodeKey(top)
-    partitions = [r.value for r in result.records if isinstance(r.key, PartitionKey)]
+    leaders = [r.value for r in result.records if isinstance(r.key, PartitionKey)]
+    assert {(v.topic, v.partition) for v in leaders} == led  # new leaders first, alone
+
+    # Durable: the shrinks start, each batch after the one before.
+    assert not c.shard.fire_timers(c.now).records  # nothing before the append is durable
+    assert result.committed() == result.replies
+    shrinks = []
+    while True:
+        shrink = c.shard.fire_timers(c.now)
+        if not shrink.records:
+            break
+        assert len(shrink.records) <= SHRINK_BATCH
+        for record in shrink.records:
+            c.shard.replay(record)
+            c.log.append(record)
+        assert not c.shard.fire_timers(c.now).records  # the next waits for this one
+        shrink.committed()
+        shrinks.append(shrink.records)
+    assert len(shrinks) == -(-len(followed) // SHRINK_BATCH)
+    followers = [r.value for batch in shrinks for r in batch]
+    assert {(v.topic, v.partition) for v in followers} == followed
+    partitions = leaders + followers
     assert len(partitions) == len(led) + len(followed)  # one record per affected partition
     for value in partitions:
         assert isinstance(value, PartitionValue)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kafkacoord.codecs.models import NodeKey, NodeValue, PartitionState
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
+from kafkacoord.coordinator.runtime.shard import Request, RequestRef
 
 from .support import START_MS, Cluster, quiet_config
 
@@ -258,3 +259,31 @@ def test_a_new_incarnation_after_shutdown_comes_back_clean() -> None:
     assert node.node_epoch == 2
     c.caught_up(1, "t")
     assert c.p("t").isr == (2, 1)
+
+
+def test_a_fencing_answers_with_the_new_leaders_then_shrinks_the_isrs_it_followed() -> None:
+    c = Cluster()
+    c.add_nodes([1, 2, 3])
+    c.create("t", assignment={0: [1, 2, 3], 1: [2, 3, 1]})
+    request = Request(RequestRef("test", 99), "FenceNode", api.FenceNode(node_id=1))
+    first = c.shard.handle(request, c.now)
+    for record in first.records:
+        c.shard.replay(record)
+        c.log.append(record)
+    # The reply's batch: the node and the partition it led; t-1 it only followed.
+    assert [type(r.key).__name__ for r in first.records] == ["NodeKey", "PartitionKey"]
+    assert (c.p("t", 0).leader, c.p("t", 0).isr) == (2, (2, 3))
+    assert c.p("t", 1).isr == (2, 3, 1)
+    assert not c.shard.fire_timers(c.now).records  # not before the first batch is durable
+
+    # The controller fails over before the first batch's actions ran: the next one
+    # finishes the fencing on load.
+    successor = Cluster(log=c.log, controller_id=1001)
+    assert successor.p("t", 1).isr == (2, 3)
+    assert successor.shard.image.in_isr_of(1) == set()
+
+    first.committed()  # or it stays: the shrink follows in a batch of its own
+    second = c.tick()
+    shrunk = [(v.topic, v.partition, v.isr) for v in c.partition_records(second) if v]
+    assert shrunk == [("t", 1, (2, 3))]
+    c.check()
