@@ -218,11 +218,17 @@ def _read(data: bytes, start: int, writer: Any, reader: Any, part: str) -> dict[
     return datum
 
 
-@functools.lru_cache(maxsize=65_536)
 def encode_key(key: AvroModel) -> bytes:
-    """Keys repeat (a consumer commits the same partitions again and again): cached."""
     if _FAST_PARTITION_KEY and type(key) is PartitionKey:
+        # Not cached: a failover writes more distinct partition keys than any cache holds,
+        # and the hand-written encoder costs less than a miss.
         return _PARTITION_KEY_HEADER + _fast_encode(partition_codec.encode_key_body, key, "key")
+    return _encode_cached_key(key)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _encode_cached_key(key: AvroModel) -> bytes:
+    """Keys repeat (a consumer commits the same partitions again and again): cached."""
     spec = _BY_KEY_CLS.get(type(key))
     if spec is None:
         raise CodecError(f"{type(key).__name__} is not a record key", part="key")

@@ -248,14 +248,17 @@ class ShardStore:
         next_offset: int,
         identity: str,
         now_ms: int | None = None,
+        expiring: bool = True,
     ) -> None:
         """Write ``changes`` and the checkpoint in one atomic batch.
 
         Each key's old expiry entry is removed, so the index never points at a
-        value that has since changed or gone.
+        value that has since changed or gone. A shard whose values never expire
+        (``expiring=False``: the metadata log) has no such entries, so its old
+        values are not read at all.
         """
         batch = WriteBatch(raw_mode=True)
-        self._fill(batch, changes, next_offset, identity, now_ms)
+        self._fill(batch, changes, next_offset, identity, now_ms, expiring=expiring)
         self._db.write(batch, self._write_options)
 
     def stage(
@@ -266,6 +269,7 @@ class ShardStore:
         next_offset: int,
         identity: str,
         now_ms: int | None = None,
+        expiring: bool = True,
     ) -> None:
         """As :meth:`apply`, but into ``staged``, written later with other shards' changes.
 
@@ -273,7 +277,7 @@ class ShardStore:
         out first: its second staging then reads what the first one wrote.
         """
         batch = staged.batch_for(self._db, self._prefix, self._write_options)
-        self._fill(batch, changes, next_offset, identity, now_ms)
+        self._fill(batch, changes, next_offset, identity, now_ms, expiring=expiring)
 
     def _fill(
         self,
@@ -282,9 +286,13 @@ class ShardStore:
         next_offset: int,
         identity: str,
         now_ms: int | None,
+        *,
+        expiring: bool,
     ) -> None:
         keys = list(changes)
-        if keys:
+        if keys and not expiring:
+            self._fill_without_expiry(batch, changes)
+        elif keys:
             previous = self._get_many([self._data + k for k in keys])
             for key, old in zip(keys, previous, strict=True):
                 if old is not None:
@@ -301,6 +309,21 @@ class ShardStore:
                 if change.expires_at != NO_EXPIRY:
                     batch.put(self._index_key(change.expires_at, key), b"")
         stamp = int(time.time() * 1000) if now_ms is None else now_ms
+        self._put_checkpoint(batch, next_offset, identity, stamp)
+
+    def _fill_without_expiry(self, batch: WriteBatch, changes: Mapping[bytes, Change]) -> None:
+        data = self._data
+        for key, change in changes.items():
+            if change.value is None:
+                batch.delete(data + key)  # deleting an absent key is harmless
+                continue
+            if change.expires_at != NO_EXPIRY:
+                raise ValueError("an expiring value in a shard written as never expiring")
+            batch.put(data + key, _HEAD.pack(NO_EXPIRY, change.offset) + change.value)
+
+    def _put_checkpoint(
+        self, batch: WriteBatch, next_offset: int, identity: str, stamp: int
+    ) -> None:
         batch.put(self._meta + _META_OFFSET, _I64.pack(next_offset))
         batch.put(self._meta + _META_IDENTITY, identity.encode())
         batch.put(self._meta + _META_WRITTEN, _I64.pack(stamp))
@@ -319,10 +342,7 @@ class ShardStore:
                       _HEAD.pack(entry.expires_at, entry.offset) + entry.value)  # fmt: skip
             if entry.expires_at != NO_EXPIRY:
                 batch.put(self._index_key(entry.expires_at, entry.key), b"")
-        batch.put(self._meta + _META_OFFSET, _I64.pack(next_offset))
-        batch.put(self._meta + _META_IDENTITY, identity.encode())
-        batch.put(self._meta + _META_WRITTEN, _I64.pack(int(time.time() * 1000)))
-        batch.put(self._meta + _META_FORMAT, FORMAT)
+        self._put_checkpoint(batch, next_offset, identity, int(time.time() * 1000))
         self._db.write(batch, self._write_options)
 
     def _index_key(self, expires_at: int, key: bytes) -> bytes:

@@ -58,6 +58,8 @@ class FoldPolicy:
 
     allowed: frozenset[RecordType]
     expiry: Callable[[AvroModel, AvroModel], int] = field(default=lambda key, value: NO_EXPIRY)
+    # False: no value ever expires (the cache then skips its expiry bookkeeping).
+    expiring: bool = False
     # Replay in order with controller-epoch fencing (the metadata log).
     fenced_by_controller_epoch: bool = False
     # Drop records of a shard leader older than the newest ShardLeader record.
@@ -73,6 +75,7 @@ def offsets_policy(retention_ms: int) -> FoldPolicy:
     return FoldPolicy(
         OFFSETS_TOPIC_TYPES,
         expiry=expiry,
+        expiring=True,
         fenced_by_leader_epoch=True,
     )
 

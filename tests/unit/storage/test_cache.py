@@ -489,3 +489,25 @@ def test_staging_matches_applying(tmp_path: Path) -> None:
         for cache in (x, y):
             assert list(cache.shard(A).items()) == [(b"a", b"1"), (b"c", b"3")]
             assert list(cache.shard(A).expiring_before(100)) == [(5, b"a")]
+
+
+def test_a_never_expiring_shard_skips_expiry_bookkeeping_with_the_same_result(
+    cache: StateCache,
+) -> None:
+    checked, unchecked = cache.shard(ShardId("a", 0)), cache.shard(ShardId("b", 0))
+    steps = [
+        {b"k1": Change(b"v1", offset=1), b"k2": Change(b"v2", offset=2)},
+        {b"k1": Change(None), b"k3": Change(b"v3", offset=3), b"gone": Change(None)},
+        {b"k2": Change(b"v2'", offset=4)},
+    ]
+    for offset, changes in enumerate(steps, start=1):
+        checked.apply(changes, next_offset=offset, identity="id", now_ms=5)
+        unchecked.apply(changes, next_offset=offset, identity="id", now_ms=5, expiring=False)
+    assert list(unchecked.items()) == list(checked.items()) == [(b"k2", b"v2'"), (b"k3", b"v3")]
+    assert unchecked.entries() == checked.entries()
+    assert unchecked.checkpoint() == checked.checkpoint()
+
+    with pytest.raises(ValueError, match="never expiring"):
+        unchecked.apply({b"k4": Change(b"v4", expires_at=10)}, next_offset=9, identity="id",
+                        expiring=False)  # fmt: skip
+    assert unchecked.get(b"k4") is None and unchecked.checkpoint() == checked.checkpoint()
