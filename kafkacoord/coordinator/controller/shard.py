@@ -23,18 +23,17 @@ Timer keys: ``("session", node_id)``, ``("isr-shrink", node_id)``,
 from __future__ import annotations
 
 import functools
-import gc
 import logging
 import random
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
 from kafkacoord.codecs.models import PartitionKey, PartitionValue
 from kafkacoord.coordinator.protocol import CONTROLLER_APIS, Body, Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import controller_api as api
+from kafkacoord.coordinator.runtime.gc_pause import gc_paused
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result
 from kafkacoord.coordinator.runtime.timers import Timers
 
@@ -58,25 +57,6 @@ __all__ = ["ControllerShard"]
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Batch, Any], Body]
-
-
-@contextmanager
-def _gc_paused(enabled: bool) -> Iterator[None]:
-    """Hold the cyclic garbage collector off while a handler runs.
-
-    Handlers allocate acyclic values only (records, tuples), which reference counting
-    frees. A failover batch allocates a hundred thousand of them, enough to trigger a full
-    collection over the whole image midway; paused, the collector catches up on its next
-    regular run instead.
-    """
-    if not enabled or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _no_replies(action: Callable[[], None]) -> list[Reply]:
@@ -167,7 +147,7 @@ class ControllerShard:
         return self._loaded and self.image.controller_epoch <= self.epoch
 
     def on_loaded(self, now_ms: int) -> Result:
-        with _gc_paused(self.config.pause_gc_in_handlers):
+        with gc_paused(self.config.pause_gc_in_handlers):
             return self._on_loaded(now_ms)
 
     def _on_loaded(self, now_ms: int) -> Result:
@@ -222,7 +202,7 @@ class ControllerShard:
         # the placement rng change in the handler, so a failure must put them back.
         saved = self._soft_state()
         try:
-            with _gc_paused(self.config.pause_gc_in_handlers):
+            with gc_paused(self.config.pause_gc_in_handlers):
                 body = handler(batch, request.body)
                 self.reassignments.settle(batch)
                 if request.api != "NodeHeartbeat":  # the common request changes no partition
@@ -243,7 +223,7 @@ class ControllerShard:
             return Result()
         saved = self._soft_state()
         try:
-            with _gc_paused(self.config.pause_gc_in_handlers):
+            with gc_paused(self.config.pause_gc_in_handlers):
                 return self._fire_timers(now_ms)
         except Exception:
             self._restore(saved)

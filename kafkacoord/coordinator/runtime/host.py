@@ -37,6 +37,7 @@ from kafkacoord.storage.errors import AppendError, PoisonRecordError
 from kafkacoord.storage.fold import FoldPolicy
 from kafkacoord.storage.recovery import ShardLoad
 
+from .gc_pause import gc_paused
 from .observer import HostObserver, NullObserver
 from .processor import ATTACH, WAKE, Processor
 from .shard import (
@@ -273,6 +274,10 @@ class ShardHost:
                 self._on_stopped(self, failure)
 
     def _load(self) -> None:
+        with gc_paused():  # a load allocates the whole state at once
+            self._load_paused()
+
+    def _load_paused(self) -> None:
         started = time.monotonic()
         self.state = HostState.LOADING
         self._active.clear()
