@@ -31,6 +31,8 @@ from kafkacoord.storage.poison import record_poison
 log = structlog.get_logger(__name__)
 
 OnRecord = Callable[[Record, int], object]
+# Which raw keys a listener wants; the others are skipped before anything is decoded.
+KeyFilter = Callable[[bytes], bool]
 
 _ALLOWED = metadata_policy().allowed
 
@@ -47,8 +49,10 @@ class MetadataFollower:
         client_id: str,
         on_caught_up: Callable[[], None] | None = None,
         start_offset: int = 0,
+        wants: KeyFilter | None = None,
     ) -> None:
         self.topic = topic
+        self._wants = wants
         self.poison = 0
         self.records = 0
         # The strict-mode stop, if any: the follower reads no further.
@@ -108,6 +112,10 @@ class MetadataFollower:
                 log.warning("metadata fetch error", error=error.str())
             return
         offset = cast(int, msg.offset())
+        raw_key = msg.key()
+        if raw_key and self._wants is not None and not self._wants(raw_key):
+            self.position = offset + 1
+            return
         reason = None
         try:
             key, value = decode_record(msg.key(), msg.value())

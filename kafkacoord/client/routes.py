@@ -17,9 +17,11 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final, Protocol
 
+from kafkacoord.codecs import RecordType
+from kafkacoord.codecs.records import partition_key_prefix
 from kafkacoord.coordinator.controller.image import MetadataImage
 from kafkacoord.coordinator.runtime.shard import Record
 from kafkacoord.storage.topics import InternalTopics
@@ -102,6 +104,22 @@ class StaticRoutes(_Versioned):
         pass
 
 
+def route_keys(offsets_topic: str) -> Callable[[bytes], bool]:
+    """The metadata records routes need: the controller, the nodes and the offsets
+    topic's partitions (which node leads each shard). A client process then neither
+    decodes nor keeps the rest of a cluster's partitions (a million, at scale). Unknown
+    type tags pass, so the follower still reports them as poison."""
+    shards = partition_key_prefix(offsets_topic)
+    skipped = {RecordType.TOPIC, RecordType.REBALANCE}
+
+    def wants(key: bytes) -> bool:
+        if key[0] == RecordType.PARTITION:
+            return key.startswith(shards)
+        return key[0] not in skipped
+
+    return wants
+
+
 class RouteTable(_Versioned):
     """Routes learnt by tailing ``__kc_metadata`` into a :class:`MetadataImage`."""
 
@@ -112,6 +130,7 @@ class RouteTable(_Versioned):
         self._follower = MetadataFollower(
             bootstrap, topics.metadata, self._on_record,
             client_id=f"kc-routes-{uuid.uuid4().hex[:8]}", on_caught_up=self._on_caught_up,
+            wants=route_keys(topics.offsets),
         )  # fmt: skip
 
     def _on_record(self, record: Record, offset: int) -> None:

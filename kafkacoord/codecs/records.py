@@ -20,6 +20,7 @@ from typing import Any, Final, cast
 import fastavro
 
 from . import partition_codec, schemas
+from .avro_binary import write_string
 from .errors import CodecError
 from .models import (
     AvroModel,
@@ -246,6 +247,13 @@ def encode_value(value: AvroModel) -> bytes:
         raise CodecError(f"{type(value).__name__} is not a record value", part="value")
     current = _CODECS[spec.record_type].value_current
     return _write(current.schema, value.to_avro(), _VALUE_HEADER.pack(current.number))
+
+
+def partition_key_prefix(topic: str) -> bytes:
+    """The bytes every partition key of ``topic`` starts with (the type tag, the key
+    version, then Avro's topic string: its length first, so no other topic shares them).
+    Readers that want one topic's partitions filter raw keys on it without decoding."""
+    return _PARTITION_KEY_HEADER + write_string(topic)
 
 
 def _fast_encode(encode: Any, model: AvroModel, part: str) -> bytes:
