@@ -32,7 +32,7 @@ def py_spy(pid: int, path: str, seconds: float | None = None) -> subprocess.Pope
     duration = [] if seconds is None else ["--duration", str(int(seconds))]
     return subprocess.Popen(
         ["py-spy", "record", "--pid", str(pid), *duration, "--rate", "250",
-         "--format", "raw", "--threads", "--output", path],
+         "--format", "raw", "--threads", "--nonblocking", "--output", path],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 

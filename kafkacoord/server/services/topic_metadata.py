@@ -2,14 +2,16 @@
 
 Kafka's group coordinator learns topic changes from the metadata image; kafkacoord's
 daemon asks the broker instead: every ``interval_s`` it lists the topics (partition
-counts) and the brokers (racks), and hands a changed picture to every group shard it
-leads. The daemon's own internal topics are left out, as Kafka hides its internal
-topics from subscriptions.
+counts), and hands a changed picture to every group shard it leads. Racks come from
+DescribeCluster, asked again only when the set of brokers changes or every
+``racks_interval_s``: they change far more rarely than topics. The daemon's own
+internal topics are left out, as Kafka hides its internal topics from subscriptions.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -52,8 +54,14 @@ class TopicWatcher:
         on_change: Callable[[TopicsImage], None],
         interval_s: float = 2.0,
         timeout_s: float = 5.0,
+        racks_interval_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._admin = admin
+        self._racks_interval_s = racks_interval_s
+        self._clock = clock
+        # (broker ids, when read, racks): the last DescribeCluster answer.
+        self._rack_cache: tuple[frozenset[int], float, dict[int, str | None]] | None = None
         self._hidden = hidden
         self._on_change = on_change
         self._interval_s = interval_s
@@ -72,7 +80,7 @@ class TopicWatcher:
         """Read the broker once; whether the picture changed."""
         try:
             metadata = self._admin.list_topics(timeout=self._timeout_s)
-            racks = self._racks()
+            racks = self._racks(frozenset(metadata.brokers))
         except Exception as exc:  # a missing broker: keep the last picture, try again
             log.warning("reading topic metadata failed", error=str(exc))
             return False
@@ -83,12 +91,18 @@ class TopicWatcher:
         self._on_change(image)
         return True
 
-    def _racks(self) -> dict[int, str | None]:
+    def _racks(self, brokers: frozenset[int]) -> dict[int, str | None]:
+        now = self._clock()
+        cached = self._rack_cache
+        if cached is not None and cached[0] == brokers and now - cached[1] < self._racks_interval_s:
+            return cached[2]
         try:
             cluster = self._admin.describe_cluster(request_timeout=self._timeout_s).result()
         except Exception:
             return {}  # racks are a hint; some brokers do not describe their cluster
-        return {node.id: node.rack for node in cluster.nodes}
+        racks = {node.id: node.rack for node in cluster.nodes}
+        self._rack_cache = (brokers, now, racks)
+        return racks
 
     def _run(self) -> None:
         while not self._closing.wait(self._interval_s):
