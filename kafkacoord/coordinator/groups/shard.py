@@ -200,8 +200,7 @@ class GroupShard:
         """The broker's topics changed (or were first read): consumer groups whose
         subscribed topics changed get a new epoch and target assignment."""
         if not self._active:
-            self._consumer.topics = dict(topics)
-            self._consumer.topics_known = True
+            self._consumer.learn_topics(topics)
             return Result()
         return self._consumer.on_topics(topics, now_ms)
 

@@ -7,11 +7,13 @@ reference counting frees them. Paused, the collector catches up on its next regu
 run instead. Decoding a million partition records took 26% less time this way.
 
 Catching up still means one full collection over the whole heap (0.9 s at a million
-partitions, paid by the next failover). So a loaded shard's state is frozen out of
-the collector's sight (:func:`freeze_loaded`): later collections walk only what
-changed since. The next load or stop thaws it (:func:`thaw`), so a dropped shard's
-cycles are collected as usual; a failover batch over a million partitions took 1.4 s
-instead of 2.3 s this way.
+partitions, inside the next failover). So long-lived state is frozen out of the
+collector's sight (:func:`freeze_long_lived`): after a shard's load, and after a
+controller batch of more than 10,000 records (mostly new image state); collections
+then walk only what changed since. The next load or stop thaws it all (:func:`thaw`),
+so a dropped shard's cycles, and any caught in a freeze, are collected as usual.
+Freezes are rare events, so what they catch is bounded. Fencing the leader of
+100,000 of a million partitions took 1.4 s instead of 2.3 s this way.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["freeze_loaded", "gc_paused", "thaw"]
+__all__ = ["freeze_long_lived", "gc_paused", "thaw"]
 
 
 @contextmanager
@@ -37,8 +39,8 @@ def gc_paused(enabled: bool = True) -> Iterator[None]:
         gc.enable()
 
 
-def freeze_loaded() -> None:
-    """After a load: every object alive now moves to the permanent generation."""
+def freeze_long_lived() -> None:
+    """Every object alive now moves to the permanent generation (``gc.freeze``)."""
     gc.freeze()
 
 

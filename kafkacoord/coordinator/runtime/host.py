@@ -37,7 +37,7 @@ from kafkacoord.storage.errors import AppendError, PoisonRecordError
 from kafkacoord.storage.fold import FoldPolicy
 from kafkacoord.storage.recovery import ShardLoad
 
-from .gc_pause import freeze_loaded, gc_paused, thaw
+from .gc_pause import freeze_long_lived, gc_paused, thaw
 from .observer import HostObserver, NullObserver
 from .processor import ATTACH, WAKE, Processor
 from .shard import (
@@ -277,7 +277,7 @@ class ShardHost:
         thaw()  # a reload drops the shard's old state: let the collector see it again
         with gc_paused():  # a load allocates the whole state at once
             self._load_paused()
-        freeze_loaded()
+        freeze_long_lived()
 
     def _load_paused(self) -> None:
         started = time.monotonic()

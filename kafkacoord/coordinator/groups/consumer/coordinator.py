@@ -523,10 +523,14 @@ class ConsumerGroups:
 
     # ================================================================= topic metadata
 
-    def on_topics(self, topics: TopicsImage, now: int) -> Result:
-        """New broker metadata: a group whose subscribed topics changed gets a new epoch."""
+    def learn_topics(self, topics: TopicsImage) -> None:
+        """Keep the broker's topics without acting on them (the shard is not active)."""
         self.topics = dict(topics)
         self.topics_known = True
+
+    def on_topics(self, topics: TopicsImage, now: int) -> Result:
+        """New broker metadata: a group whose subscribed topics changed gets a new epoch."""
+        self.learn_topics(topics)
         records: list[Record] = []
         hints: list[Reply] = []
         for group_id in sorted(self.groups):
@@ -635,6 +639,8 @@ def _preferred_assignor(members: Any, default: str) -> str:
 
 def _released(before: ConsumerMember, after: ConsumerMember) -> bool:
     """Whether the member gave up partitions others may be waiting for."""
+    if before.assigned is after.assigned and before.pending_revocation is after.pending_revocation:
+        return False  # the steady heartbeat: the same assignment objects, nothing released
     return bool(set(before.owned_partitions()) - set(after.owned_partitions()))
 
 
