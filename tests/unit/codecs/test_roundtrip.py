@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from io import BytesIO
 from typing import Any
 
+import fastavro
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +22,9 @@ from kafkacoord.codecs import (
     encode_key,
     encode_record,
     encode_value,
+    partition_codec,
     record_type_of,
+    schemas,
 )
 from kafkacoord.codecs.models import (
     AvroModel,
@@ -497,3 +501,39 @@ def test_partition_value_v1_reads_as_v2_with_empty_elr() -> None:
     moved = PartitionValue("t", 0, PartitionState.OFFLINE, (1, 2), (), -1, 4, 5, 11, 2,
                            elr=(2, 1), last_known_elr=(1,))  # fmt: skip
     assert decode_value(RecordType.PARTITION, encode_value(moved)) == moved
+
+
+# -- the hand-written partition codec (codecs/partition_codec.py) against fastavro ----
+
+
+def _fastavro(name: str, version: int, datum: dict[str, Any]) -> bytes:
+    out = BytesIO()
+    fastavro.schemaless_writer(out, schemas.parsed(name, version), datum)
+    return out.getvalue()
+
+
+def assert_same_as_fastavro(value: PartitionValue) -> None:
+    body = _fastavro("partition_value", partition_codec.VALUE_VERSION, value.to_avro())
+    assert partition_codec.encode_value_body(value) == body
+    encoded = encode_value(value)
+    assert encoded[2:] == body
+    assert decode_value(RecordType.PARTITION, encoded) == value
+    key = PartitionKey(value.topic, value.partition)
+    key_body = _fastavro("partition_key", partition_codec.KEY_VERSION, key.to_avro())
+    assert partition_codec.encode_key_body(key) == key_body
+    assert decode_key(encode_key(key)) == key
+
+
+@settings(max_examples=300)
+@given(VALUES[RecordType.PARTITION])
+def test_bytes_match_fastavro_and_read_back(value: PartitionValue) -> None:
+    assert_same_as_fastavro(value)
+
+
+def test_long_arrays_and_large_ids_match_fastavro() -> None:
+    # Past the one-byte block count (63 items) and the one-byte ids (63), negative too.
+    many = (*range(-5, 65), 1 << 20, -(1 << 31), (1 << 31) - 1)
+    value = PartitionValue("t" * 300, 1 << 30, PartitionState.OFFLINE, many, many[::-1], -1,
+                           (1 << 31) - 1, 70, -(1 << 63), 200, Reassignment(many, (), many, (7,),
+                           "ü" * 70, 1 << 62), "ünïcødé", many, (300,))  # fmt: skip
+    assert_same_as_fastavro(value)
