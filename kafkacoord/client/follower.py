@@ -15,7 +15,7 @@ from typing import cast
 import structlog
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from kafkacoord.codecs import CodecError, RecordType, decode_record
+from kafkacoord.codecs import CodecError, decode_record, record_type_of
 from kafkacoord.coordinator.runtime.shard import Record
 from kafkacoord.storage.clients import (
     background_fetch_wait_ms,
@@ -118,8 +118,8 @@ class MetadataFollower:
             return
         reason = None
         try:
-            key, value = decode_record(msg.key(), msg.value())
-            rtype = RecordType(msg.key()[0])  # type: ignore[index]
+            key, value = decode_record(raw_key, msg.value())
+            rtype = record_type_of(raw_key)
             if rtype not in _ALLOWED:
                 reason = f"record type {rtype.name} does not belong in this topic"
         except CodecError as exc:

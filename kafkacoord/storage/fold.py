@@ -16,7 +16,7 @@ empty cache then hands its state to the shard without decoding it a second time.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import cast
 
 from confluent_kafka import Message
@@ -52,18 +52,25 @@ class FoldStats:
         self.tombstones += other.tombstones
 
 
+def _never_expires(key: AvroModel, value: AvroModel) -> int:
+    return NO_EXPIRY
+
+
 @dataclass
 class FoldPolicy:
     """What a topic may hold and how its records expire."""
 
     allowed: frozenset[RecordType]
-    expiry: Callable[[AvroModel, AvroModel], int] = field(default=lambda key, value: NO_EXPIRY)
-    # False: no value ever expires (the cache then skips its expiry bookkeeping).
-    expiring: bool = False
+    expiry: Callable[[AvroModel, AvroModel], int] = _never_expires
     # Replay in order with controller-epoch fencing (the metadata log).
     fenced_by_controller_epoch: bool = False
     # Drop records of a shard leader older than the newest ShardLeader record.
     fenced_by_leader_epoch: bool = False
+
+    @property
+    def expiring(self) -> bool:
+        """Whether any value may expire (if not, the cache skips its expiry bookkeeping)."""
+        return self.expiry is not _never_expires
 
 
 def offsets_policy(retention_ms: int) -> FoldPolicy:
@@ -75,7 +82,6 @@ def offsets_policy(retention_ms: int) -> FoldPolicy:
     return FoldPolicy(
         OFFSETS_TOPIC_TYPES,
         expiry=expiry,
-        expiring=True,
         fenced_by_leader_epoch=True,
     )
 
@@ -171,12 +177,14 @@ class ChunkFolder:
             value = decode_value(record_type_of(raw_key), raw_value)
         except CodecError as exc:
             raise _PoisonError(str(exc)) from exc
-        return self._put(raw_key, key, value, msg)
+        return self._put(raw_key, key, value, raw_value, _offset(msg))
 
-    def _put(self, raw_key: bytes, key: AvroModel, value: AvroModel, msg: Message) -> Change:
+    def _put(
+        self, raw_key: bytes, key: AvroModel, value: AvroModel, raw_value: bytes, offset: int
+    ) -> Change:
         if self.decoded is not None:
             self.decoded[raw_key] = (key, value)
-        return Change(cast(bytes, msg.value()), self.policy.expiry(key, value), _offset(msg))
+        return Change(raw_value, self.policy.expiry(key, value), offset)
 
     def _tombstone(self, raw_key: bytes) -> Change:
         if self.decoded is not None:
@@ -242,6 +250,6 @@ class ChunkFolder:
             if fenced and not self.controller_fence.admit(value):
                 stats.fenced += 1
                 continue
-            changes[raw_key] = self._put(raw_key, key, value, msg)
+            changes[raw_key] = self._put(raw_key, key, value, raw_value, _offset(msg))
         stats.tombstones = sum(1 for c in changes.values() if c.value is None)
         return changes

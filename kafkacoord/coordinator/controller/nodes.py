@@ -179,9 +179,8 @@ class NodeManager:
         # Scheduled once this batch is durable, so the next batch never joins its append.
         # The image does not show this batch yet: a last run may find nothing left to do.
         if batch.image.in_isr_of(node_id):
-            batch.after_commit.append(
-                lambda: self.timers.schedule(isr_shrink_timer(node_id), batch.now_ms)
-            )
+            due = batch.now_ms
+            batch.after_commit.append(lambda: self.timers.schedule(isr_shrink_timer(node_id), due))
 
     def expire(self, batch: Batch, node_id: int) -> bool:
         """The node's session timer fired."""
