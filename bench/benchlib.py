@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,8 +31,10 @@ def py_spy(pid: int, path: str, seconds: float | None = None) -> subprocess.Pope
     """py-spy samples ``pid`` (collapsed stacks, per thread) for ``seconds``, or until
     :func:`stop_py_spy`."""
     duration = [] if seconds is None else ["--duration", str(int(seconds))]
+    # The venv's py-spy when the venv is not on PATH.
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     return subprocess.Popen(
-        ["py-spy", "record", "--pid", str(pid), *duration, "--rate", "250",
+        [exe, "record", "--pid", str(pid), *duration, "--rate", "250",
          "--format", "raw", "--threads", "--nonblocking", "--output", path],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

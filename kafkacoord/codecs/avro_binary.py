@@ -31,8 +31,8 @@ def _varint(n: int) -> bytes:
 # Replica ids, epochs, counts and lengths are small: their bytes come from a table.
 _SMALL: Final = tuple(_varint(n) for n in range(_CACHED_MIN, _CACHED_MAX))
 # ... and most read back from one byte: its value from another.
-_ONE_BYTE: Final = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
-_one_byte = _ONE_BYTE.__getitem__
+ONE_BYTE: Final = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
+_one_byte = ONE_BYTE.__getitem__
 
 
 def write_long(n: int) -> bytes:
@@ -65,6 +65,10 @@ def read_long(buf: bytes, pos: int) -> tuple[int, int]:
     b = buf[pos]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
+    b2 = buf[pos + 1]
+    if b2 < 0x80:  # two bytes: partition ids, epochs and lengths up to 8191
+        n = (b & 0x7F) | (b2 << 7)
+        return (n >> 1) ^ -(n & 1), pos + 2
     n = b & 0x7F
     shift = 7
     end = pos + _MAX_VARINT_BYTES
@@ -83,7 +87,11 @@ def read_long(buf: bytes, pos: int) -> tuple[int, int]:
 def read_int(buf: bytes, pos: int) -> tuple[int, int]:
     b = buf[pos]
     if b < 0x80:
-        return _ONE_BYTE[b], pos + 1
+        return ONE_BYTE[b], pos + 1
+    b2 = buf[pos + 1]
+    if b2 < 0x80:  # two bytes always fit an int
+        n = (b & 0x7F) | (b2 << 7)
+        return (n >> 1) ^ -(n & 1), pos + 2
     n, pos = read_long(buf, pos)
     if not INT_MIN <= n <= INT_MAX:
         raise ValueError(f"{n} does not fit an Avro int")

@@ -7,9 +7,12 @@ other schema version goes through fastavro.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import fields
 from typing import Final
 
 from .avro_binary import (
+    ONE_BYTE,
     read_int,
     read_int_array,
     read_long,
@@ -36,9 +39,16 @@ def encode_key_body(key: PartitionKey) -> bytes:
 
 
 def decode_key_body(buf: bytes, pos: int) -> tuple[PartitionKey, int]:
-    topic, pos = read_string(buf, pos)
-    partition, pos = read_int(buf, pos)
-    return PartitionKey(topic, partition), pos
+    topic, pos = _read_name(buf, pos)
+    b = buf[pos]
+    if b < 0x80:
+        partition, pos = ONE_BYTE[b], pos + 1
+    else:
+        partition, pos = read_int(buf, pos)
+    key = _new(PartitionKey)
+    _set_key_topic(key, topic)
+    _set_key_partition(key, partition)
+    return key, pos
 
 
 def _reassignment(r: Reassignment) -> bytes:
@@ -84,30 +94,178 @@ def _read_reassignment(buf: bytes, pos: int) -> tuple[Reassignment, int]:
 
 
 def decode_value_body(buf: bytes, pos: int) -> tuple[PartitionValue, int]:
-    topic, pos = read_string(buf, pos)
-    partition, pos = read_int(buf, pos)
+    value, end, _ = _decode_value(buf, pos)
+    return value, end
+
+
+def decode_pair(key: bytes, value: bytes) -> tuple[PartitionKey, PartitionValue, int] | None:
+    """Key and value of a partition record (both headers already checked), decoding the
+    value only: the key's body is the value's first two fields, byte for byte. The key
+    is built from the value when they match; ``None`` when not. The last item is where
+    the value's body ended."""
+    decoded, end, key_end = _decode_value(value, 2)
+    if value[2:key_end] != key[2:]:
+        return None
+    pair_key = _new(PartitionKey)
+    _set_key_topic(pair_key, decoded.topic)
+    _set_key_partition(pair_key, decoded.partition)
+    return pair_key, decoded, end
+
+
+def _decode_value(buf: bytes, pos: int) -> tuple[PartitionValue, int, int]:
+    """The value, where it ends, and where its partition field ends."""
+    # A cold start decodes a million of these: one-byte ints are read inline, topics,
+    # elections and replica lists are shared, and the frozen dataclass is filled slot by
+    # slot (its __init__ costs twice as much). Longer ones go through the general readers.
+    topic, pos = _read_name(buf, pos)
+    b = buf[pos]
+    if b < 0x80:
+        partition, pos = ONE_BYTE[b], pos + 1
+    else:
+        partition, pos = read_int(buf, pos)
+    key_end = pos
     state_index, pos = read_int(buf, pos)
     if not 0 <= state_index < len(_STATES):
         raise ValueError(f"enum index {state_index} is not a PartitionState")
-    replicas, pos = read_int_array(buf, pos)
-    isr, pos = read_int_array(buf, pos)
-    leader, pos = read_int(buf, pos)
-    leader_epoch, pos = read_int(buf, pos)
-    partition_epoch, pos = read_int(buf, pos)
-    branch, pos = read_int(buf, pos)
+    state = _STATES[state_index]
+    replicas, pos = _read_ids(buf, pos)
+    isr, pos = _read_ids(buf, pos)
+    b = buf[pos]
+    if b < 0x80:
+        leader, pos = ONE_BYTE[b], pos + 1
+    else:
+        leader, pos = read_int(buf, pos)
+    b = buf[pos]
+    if b < 0x80:
+        leader_epoch, pos = ONE_BYTE[b], pos + 1
+    else:
+        leader_epoch, pos = read_int(buf, pos)
+    b = buf[pos]
+    if b < 0x80:
+        partition_epoch, pos = ONE_BYTE[b], pos + 1
+    else:
+        partition_epoch, pos = read_int(buf, pos)
     reassignment: Reassignment | None = None
-    if branch == 1:
+    if buf[pos] == 0:  # union branch 0: null
+        pos += 1
+    else:
+        branch, pos = read_int(buf, pos)
+        if branch != 1:
+            raise ValueError(f"union branch {branch} of reassignment does not exist")
         reassignment, pos = _read_reassignment(buf, pos)
-    elif branch != 0:
-        raise ValueError(f"union branch {branch} of reassignment does not exist")
-    election, pos = read_string(buf, pos)
-    updated_ms, pos = read_long(buf, pos)
-    controller_epoch, pos = read_int(buf, pos)
-    elr, pos = read_int_array(buf, pos)
-    last_known_elr, pos = read_int_array(buf, pos)
-    value = PartitionValue(
-        topic, partition, _STATES[state_index], replicas, isr, leader, leader_epoch,
-        partition_epoch, updated_ms, controller_epoch, reassignment, election, elr,
-        last_known_elr,
-    )  # fmt: skip
-    return value, pos
+    if buf[pos] == 0:
+        election, pos = "", pos + 1
+    else:
+        election, pos = _read_name(buf, pos)
+    updated_ms, pos = _read_time(buf, pos)
+    b = buf[pos]
+    if b < 0x80:
+        controller_epoch, pos = ONE_BYTE[b], pos + 1
+    else:
+        controller_epoch, pos = read_int(buf, pos)
+    # Both are empty but for partitions whose ISR fell below min.insync.replicas.
+    if buf[pos] == 0:
+        elr: tuple[int, ...] = ()
+        pos += 1
+    else:
+        elr, pos = _read_ids(buf, pos)
+    if buf[pos] == 0:
+        last_known_elr: tuple[int, ...] = ()
+        pos += 1
+    else:
+        last_known_elr, pos = _read_ids(buf, pos)
+    value = _new(PartitionValue)
+    _set_topic(value, topic)
+    _set_partition(value, partition)
+    _set_state(value, state)
+    _set_replicas(value, replicas)
+    _set_isr(value, isr)
+    _set_leader(value, leader)
+    _set_leader_epoch(value, leader_epoch)
+    _set_partition_epoch(value, partition_epoch)
+    _set_updated_ms(value, updated_ms)
+    _set_controller_epoch(value, controller_epoch)
+    _set_reassignment(value, reassignment)
+    _set_election(value, election)
+    _set_elr(value, elr)
+    _set_last_known_elr(value, last_known_elr)
+    return value, pos, key_end
+
+
+# -- shared topics and replica lists --------------------------------------------------------
+
+# A million partitions name a few thousand topics and replica lists (and a few election
+# kinds): each read of one is a dict hit on its bytes, and partitions share the objects.
+_INTERN_LIMIT: Final = 1 << 16
+_NAMES: dict[bytes, str] = {}
+_IDS: dict[bytes, tuple[int, ...]] = {}
+
+
+def _read_time(buf: bytes, pos: int) -> tuple[int, int]:
+    """A long; a timestamp equal to the last one read (a batch of changes shares one)
+    costs a slice and a compare."""
+    raw, value = _last_time[0]
+    if buf[pos : pos + len(raw)] == raw:
+        return value, pos + len(raw)
+    value, end = read_long(buf, pos)
+    _last_time[0] = (buf[pos:end], value)  # one tuple: other threads see a whole pair
+    return value, end
+
+
+_last_time: list[tuple[bytes, int]] = [(b"\x00", 0)]
+
+
+def _read_name(buf: bytes, pos: int) -> tuple[str, int]:
+    """A string from a small set (topics, election kinds), shared."""
+    head = buf[pos]
+    if head >= 0x80 or head & 1:  # 64 bytes or longer (or a negative length)
+        return read_string(buf, pos)
+    end = pos + 1 + (head >> 1)
+    if end > len(buf):
+        raise ValueError("string runs past the end of the record")
+    raw = buf[pos + 1 : end]
+    name = _NAMES.get(raw)
+    if name is None:
+        name = raw.decode()
+        if len(_NAMES) >= _INTERN_LIMIT:
+            _NAMES.clear()
+        _NAMES[raw] = name
+    return name, end
+
+
+def _read_ids(buf: bytes, pos: int) -> tuple[tuple[int, ...], int]:
+    head = buf[pos]
+    if head == 0:
+        return (), pos + 1
+    if head < 0x80 and not head & 1:  # one block of fewer than 64 items
+        end = pos + 1 + (head >> 1)
+        raw = buf[pos + 1 : end]
+        ids = _IDS.get(raw)
+        if ids is not None and buf[end] == 0:
+            return ids, end + 1
+    ids, end = read_int_array(buf, pos)
+    if head < 0x80 and not head & 1 and end - pos == len(ids) + 2:  # every id in one byte
+        if len(_IDS) >= _INTERN_LIMIT:
+            _IDS.clear()
+        _IDS[buf[pos + 1 : end - 1]] = ids
+    return ids, end
+
+
+# Slot by slot: a frozen dataclass's __init__ calls object.__setattr__ once per field.
+# Tests compare every decoded field with the constructor's, so a new field is not missed.
+_new = object.__new__
+
+
+def _setters(cls: type) -> dict[str, Callable[[object, object], None]]:
+    return {f.name: getattr(cls, f.name).__set__ for f in fields(cls)}
+
+
+_KEY_SET: Final = _setters(PartitionKey)
+_set_key_topic, _set_key_partition = _KEY_SET["topic"], _KEY_SET["partition"]
+_SET: Final = _setters(PartitionValue)
+_set_topic, _set_partition, _set_state = _SET["topic"], _SET["partition"], _SET["state"]
+_set_replicas, _set_isr, _set_leader = _SET["replicas"], _SET["isr"], _SET["leader"]
+_set_leader_epoch, _set_partition_epoch = _SET["leader_epoch"], _SET["partition_epoch"]
+_set_updated_ms, _set_controller_epoch = _SET["updated_ms"], _SET["controller_epoch"]
+_set_reassignment, _set_election = _SET["reassignment"], _SET["election"]
+_set_elr, _set_last_known_elr = _SET["elr"], _SET["last_known_elr"]

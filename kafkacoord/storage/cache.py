@@ -72,6 +72,22 @@ class Change:
     offset: int = field(default=NO_OFFSET, compare=False)
 
 
+_new = object.__new__
+_set_value, _set_expires_at, _set_offset = (
+    getattr(Change, name).__set__ for name in ("value", "expires_at", "offset")
+)
+
+
+def new_change(value: bytes | None, expires_at: int, offset: int) -> Change:
+    """``Change(value, expires_at, offset)`` at half the cost: a cold load folds a million
+    (the frozen dataclass's ``__init__`` calls ``object.__setattr__`` per field)."""
+    change = _new(Change)
+    _set_value(change, value)
+    _set_expires_at(change, expires_at)
+    _set_offset(change, offset)
+    return change
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One live key as cached: its record and where the record sits in the log."""

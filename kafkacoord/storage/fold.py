@@ -11,6 +11,7 @@ decode every record in order.
 
 A folder may also keep the decoded winners (``keep_decoded``): a load into an
 empty cache then hands its state to the shard without decoding it a second time.
+An in-order fold keeps them in the log order of each key's last record.
 """
 
 from __future__ import annotations
@@ -26,16 +27,18 @@ from kafkacoord.codecs import (
     CodecError,
     RecordType,
     decode_key,
+    decode_record,
     decode_value,
     record_type_of,
 )
 from kafkacoord.codecs.models import AvroModel, OffsetCommitValue
 
-from .cache import NO_EXPIRY, Change
+from .cache import NO_EXPIRY, Change, new_change
 from .fencing import ControllerEpochFence, LeaderEpochFence, admitted_messages
 from .poison import is_strict, record_poison
 
 _KEY_CACHE_LIMIT = 1_000_000
+_PARTITION_TAG = int(RecordType.PARTITION)
 
 
 @dataclass(slots=True)
@@ -129,7 +132,8 @@ class ChunkFolder:
         self.strict = is_strict() if strict is None else strict
         self.controller_fence = ControllerEpochFence(controller_epoch)
         self.fence = LeaderEpochFence(leader_epoch)
-        self._keys: dict[bytes, AvroModel | str] = {}
+        # raw key -> the decoded key and its type, or why it is poison
+        self._keys: dict[bytes, tuple[AvroModel, RecordType] | str] = {}
         # raw key -> (key, value) of every live key folded so far, when kept.
         self.decoded: dict[bytes, tuple[AvroModel, AvroModel]] | None = {} if keep_decoded else None
 
@@ -150,31 +154,32 @@ class ChunkFolder:
 
     # -- decoding ----------------------------------------------------------------
 
-    def _key(self, raw: bytes | None) -> AvroModel:
+    def _key(self, raw: bytes | None) -> tuple[AvroModel, RecordType]:
         if raw is None:
             raise _PoisonError("record has no key")
         known = self._keys.get(raw)
         if known is None:
             try:
-                decoded: AvroModel | str = decode_key(raw)
                 rtype = record_type_of(raw)
-                if rtype not in self.policy.allowed:
-                    decoded = f"record type {rtype.name} does not belong in this topic"
+                if rtype in self.policy.allowed:
+                    known = (decode_key(raw), rtype)
+                else:
+                    known = f"record type {rtype.name} does not belong in this topic"
             except CodecError as exc:
-                decoded = str(exc)
+                known = str(exc)
             if len(self._keys) >= _KEY_CACHE_LIMIT:
                 self._keys.clear()
-            self._keys[raw] = known = decoded
+            self._keys[raw] = known
         if isinstance(known, str):
             raise _PoisonError(known)
         return known
 
-    def _change(self, raw_key: bytes, key: AvroModel, msg: Message) -> Change:
+    def _change(self, raw_key: bytes, key: AvroModel, rtype: RecordType, msg: Message) -> Change:
         raw_value = msg.value()
         if raw_value is None:
             return self._tombstone(raw_key)
         try:
-            value = decode_value(record_type_of(raw_key), raw_value)
+            value = decode_value(rtype, raw_value)
         except CodecError as exc:
             raise _PoisonError(str(exc)) from exc
         return self._put(raw_key, key, value, raw_value, _offset(msg))
@@ -184,7 +189,7 @@ class ChunkFolder:
     ) -> Change:
         if self.decoded is not None:
             self.decoded[raw_key] = (key, value)
-        return Change(raw_value, self.policy.expiry(key, value), offset)
+        return new_change(raw_value, self.policy.expiry(key, value), offset)
 
     def _tombstone(self, raw_key: bytes) -> Change:
         if self.decoded is not None:
@@ -206,7 +211,7 @@ class ChunkFolder:
         changes: dict[bytes, Change] = {}
         for raw_key, index in last.items():
             try:
-                key = self._key(raw_key)
+                key, rtype = self._key(raw_key)
             except _PoisonError as bad:
                 for msg in self._with_key(messages, raw_key, index + 1):
                     self._poison(partition, _offset(msg), bad.reason, stats)
@@ -214,7 +219,7 @@ class ChunkFolder:
             assert raw_key is not None
             for msg in self._with_key(messages, raw_key, index + 1):
                 try:
-                    changes[raw_key] = self._change(raw_key, key, msg)
+                    changes[raw_key] = self._change(raw_key, key, rtype, msg)
                     break
                 except _PoisonError as bad:
                     self._poison(partition, _offset(msg), bad.reason, stats)
@@ -232,24 +237,41 @@ class ChunkFolder:
     def _fold_in_order(
         self, partition: int, messages: list[Message], stats: FoldStats
     ) -> dict[bytes, Change]:
+        # A cold controller folds every record of the metadata log here: the fence, the
+        # decoded map and the change are inlined.
         changes: dict[bytes, Change] = {}
-        fenced = self.policy.fenced_by_controller_epoch
+        fence = self.controller_fence if self.policy.fenced_by_controller_epoch else None
+        decoded = self.decoded
+        expiry = self.policy.expiry if self.policy.expiring else None
+        by_value = RecordType.PARTITION in self.policy.allowed
         for msg in messages:
             raw_key = msg.key()
+            raw_value = msg.value()
             try:
-                key = self._key(raw_key)
-                assert raw_key is not None
-                raw_value = msg.value()
-                if raw_value is None:
-                    changes[raw_key] = self._tombstone(raw_key)
-                    continue
-                value = decode_value(record_type_of(raw_key), raw_value)
+                if by_value and raw_key and raw_value and raw_key[0] == _PARTITION_TAG:
+                    # The value holds its key's fields: one decode, no key cache entry.
+                    key, pair_value = decode_record(raw_key, raw_value)
+                    assert pair_value is not None
+                    value = pair_value
+                else:
+                    key, rtype = self._key(raw_key)
+                    assert raw_key is not None
+                    if raw_value is None:
+                        changes[raw_key] = self._tombstone(raw_key)
+                        continue
+                    value = decode_value(rtype, raw_value)
             except (_PoisonError, CodecError) as bad:
                 self._poison(partition, _offset(msg), getattr(bad, "reason", str(bad)), stats)
                 continue
-            if fenced and not self.controller_fence.admit(value):
+            if fence is not None and not fence.admit(value):
                 stats.fenced += 1
                 continue
-            changes[raw_key] = self._put(raw_key, key, value, raw_value, _offset(msg))
+            if decoded is not None:
+                # Moved to the end: the map stays in the log order of the winners, which
+                # replays with the same fencing as the whole log.
+                decoded.pop(raw_key, None)
+                decoded[raw_key] = (key, value)
+            expires = NO_EXPIRY if expiry is None else expiry(key, value)
+            changes[raw_key] = new_change(raw_value, expires, _offset(msg))
         stats.tombstones = sum(1 for c in changes.values() if c.value is None)
         return changes

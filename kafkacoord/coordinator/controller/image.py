@@ -14,6 +14,7 @@ is ignored, as is a controller record with a lower epoch. Tombstones always appl
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Iterator, Mapping, Set
 from typing import Any, TypeAlias
 
@@ -57,16 +58,12 @@ def config_flag(configs: Mapping[str, str], name: str, default: bool) -> bool:
     return default if raw is None else raw.strip().lower() == "true"
 
 
-def _index_add(index: dict[int, set[TP]], nodes: Any, key: TP) -> None:
+def _index_add(index: defaultdict[int, set[TP]], nodes: Any, key: TP) -> None:
     for node in nodes:
-        bucket = index.get(node)
-        if bucket is None:
-            index[node] = {key}
-        else:
-            bucket.add(key)
+        index[node].add(key)
 
 
-def _index_remove(index: dict[int, set[TP]], nodes: Any, key: TP) -> None:
+def _index_remove(index: defaultdict[int, set[TP]], nodes: Any, key: TP) -> None:
     # Empty buckets stay: a node's bucket is reused as its partitions come and go.
     for node in nodes:
         bucket = index.get(node)
@@ -93,9 +90,13 @@ class MetadataImage:
         # The running or the last goal-based rebalance.
         self.rebalance: RebalanceValue | None = None
         self._partitions: dict[str, dict[int, PartitionValue]] = {}
-        self._leads: dict[int, set[TP]] = {}
-        self._in_isr: dict[int, set[TP]] = {}
-        self._replicas: dict[int, set[TP]] = {}
+        # node -> partitions it leads, follows in the ISR, holds. Built on first use in one
+        # grouped pass (a cold start would otherwise add to them seven times a partition),
+        # then kept up to date by replay.
+        self._leads: defaultdict[int, set[TP]] = defaultdict(set)
+        self._in_isr: defaultdict[int, set[TP]] = defaultdict(set)
+        self._replicas: defaultdict[int, set[TP]] = defaultdict(set)
+        self._indexed = False
         self._leaderless: set[TP] = set()
         self._reassigning: set[TP] = set()
         self._live: frozenset[int] | None = None
@@ -170,25 +171,40 @@ class MetadataImage:
             del parts[partition]
             if not parts:
                 del self._partitions[topic]
+            self._leaderless.discard(key)
+            self._reassigning.discard(key)
+            if not self._indexed:
+                return
             _index_remove(self._replicas, old.replicas, key)
             _index_remove(self._in_isr, old.isr, key)
             if old.leader >= 0:
                 _index_remove(self._leads, (old.leader,), key)
-            self._leaderless.discard(key)
-            self._reassigning.discard(key)
             return
         if parts is None:
             self._partitions[topic] = parts = {}
         parts[partition] = new
         if old is None:
-            _index_add(self._replicas, new.replicas, key)
-            _index_add(self._in_isr, new.isr, key)
-            if new.leader >= 0:
-                _index_add(self._leads, (new.leader,), key)
-            else:
+            if new.leader < 0:
                 self._leaderless.add(key)
             if new.reassignment is not None:
                 self._reassigning.add(key)
+            if self._indexed:
+                for r in new.replicas:
+                    self._replicas[r].add(key)
+                for r in new.isr:
+                    self._in_isr[r].add(key)
+                if new.leader >= 0:
+                    self._leads[new.leader].add(key)
+            return
+        if new.leader >= 0:
+            self._leaderless.discard(key)
+        else:
+            self._leaderless.add(key)
+        if new.reassignment is not None:
+            self._reassigning.add(key)
+        else:
+            self._reassigning.discard(key)
+        if not self._indexed:
             return
         # Replica lists are short: tuple scans beat building sets.
         if old.replicas is not new.replicas and old.replicas != new.replicas:
@@ -201,29 +217,39 @@ class MetadataImage:
                     in_isr[r].discard(key)
             for r in new.isr:
                 if r not in old.isr:
-                    bucket = in_isr.get(r)
-                    if bucket is None:
-                        in_isr[r] = {key}
-                    else:
-                        bucket.add(key)
+                    in_isr[r].add(key)
         if old.leader != new.leader:
             leads = self._leads
             if old.leader >= 0:
                 leads[old.leader].discard(key)
-            else:
-                self._leaderless.discard(key)
             if new.leader >= 0:
-                bucket = leads.get(new.leader)
-                if bucket is None:
-                    leads[new.leader] = {key}
-                else:
-                    bucket.add(key)
-            else:
-                self._leaderless.add(key)
-        if new.reassignment is not None:
-            self._reassigning.add(key)
-        elif old.reassignment is not None:
-            self._reassigning.discard(key)
+                leads[new.leader].add(key)
+
+    def _node_indexes(self) -> None:
+        """Index every partition by node, grouped by replica list: partitions share a few
+        thousand lists (the codec interns them), and a set takes a group in one update."""
+        if self._indexed:
+            return
+        by_replicas: defaultdict[tuple[int, ...], list[TP]] = defaultdict(list)
+        by_isr: defaultdict[tuple[int, ...], list[TP]] = defaultdict(list)
+        by_leader: defaultdict[int, list[TP]] = defaultdict(list)
+        for topic, parts in self._partitions.items():
+            for partition, value in parts.items():
+                key = (topic, partition)
+                by_replicas[value.replicas].append(key)
+                by_isr[value.isr].append(key)
+                if value.leader >= 0:
+                    by_leader[value.leader].append(key)
+        self._replicas = defaultdict(set)
+        self._in_isr = defaultdict(set)
+        self._leads = defaultdict(set)
+        for groups, index in ((by_replicas, self._replicas), (by_isr, self._in_isr)):
+            for nodes, keys in groups.items():
+                for node in nodes:
+                    index[node].update(keys)
+        for node, keys in by_leader.items():
+            self._leads[node].update(keys)
+        self._indexed = True
 
     # -- nodes ------------------------------------------------------------------------
 
@@ -251,17 +277,21 @@ class MetadataImage:
 
     def led_by(self, node_id: int) -> Set[TP]:
         """Partitions ``node_id`` leads."""
+        self._node_indexes()
         return self._leads.get(node_id, _EMPTY)
 
     def in_isr_of(self, node_id: int) -> Set[TP]:
         """Partitions whose ISR contains ``node_id``."""
+        self._node_indexes()
         return self._in_isr.get(node_id, _EMPTY)
 
     def replicas_on(self, node_id: int) -> Set[TP]:
         """Partitions with a replica on ``node_id``."""
+        self._node_indexes()
         return self._replicas.get(node_id, _EMPTY)
 
     def leader_counts(self) -> dict[int, int]:
+        self._node_indexes()
         return {node: len(keys) for node, keys in sorted(self._leads.items()) if keys}
 
     # -- topics and partitions -----------------------------------------------------------
@@ -380,9 +410,9 @@ class MetadataImage:
 
     def check_indexes(self) -> None:
         """Raise ``AssertionError`` if an index disagrees with the partitions."""
-        leads: dict[int, set[TP]] = {}
-        in_isr: dict[int, set[TP]] = {}
-        replicas: dict[int, set[TP]] = {}
+        leads: defaultdict[int, set[TP]] = defaultdict(set)
+        in_isr: defaultdict[int, set[TP]] = defaultdict(set)
+        replicas: defaultdict[int, set[TP]] = defaultdict(set)
         leaderless: set[TP] = set()
         reassigning: set[TP] = set()
         for value in self.all_partitions():
@@ -395,6 +425,7 @@ class MetadataImage:
                 leaderless.add(key)
             if value.reassignment is not None:
                 reassigning.add(key)
+        self._node_indexes()
         assert leads == _non_empty(self._leads), "leader index"
         assert in_isr == _non_empty(self._in_isr), "ISR index"
         assert replicas == _non_empty(self._replicas), "replica index"

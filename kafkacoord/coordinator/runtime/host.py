@@ -48,6 +48,7 @@ from .shard import (
     Request,
     Result,
     Shard,
+    new_record,
     replay_result,
 )
 from .turn import Turn
@@ -113,6 +114,12 @@ class HostParts:
 def replay_order(record: Record) -> int:
     """Cache contents replay in controller-epoch order, so epoch fencing keeps them all."""
     return controller_epoch_of(record.value)
+
+
+def _in_log_order(decoded: dict[bytes, tuple[AvroModel, AvroModel]]) -> list[Record]:
+    """Decoded records as an in-order fold keeps them (the log order of each key's last
+    record): the fence admits them all in this order, so they need no sorting."""
+    return [new_record(key, value) for key, value in decoded.values()]
 
 
 def _by_record_type(decoded: dict[bytes, tuple[AvroModel, AvroModel]]) -> list[Record]:
@@ -285,13 +292,14 @@ class ShardHost:
         self._active.clear()
         load = self.parts.recover()
         shard = self.parts.make_shard()
+        fenced = self.parts.policy.fenced_by_controller_epoch
         if load.decoded is not None:
-            records = _by_record_type(load.decoded)
+            records = (_in_log_order if fenced else _by_record_type)(load.decoded)
             load.decoded = None
         else:
             records = self._decode_cached()
-        if self.parts.policy.fenced_by_controller_epoch:
-            records.sort(key=replay_order)
+            if fenced:
+                records.sort(key=replay_order)
         for record in records:
             shard.replay(record)
         self.shard = shard

@@ -9,10 +9,11 @@ from kafkacoord.codecs import (
     CodecError,
     RecordType,
     avro_binary,
+    decode_record,
     decode_value,
 )
-from kafkacoord.codecs.models import PartitionState, PartitionValue
-from kafkacoord.codecs.records import encode_value
+from kafkacoord.codecs.models import PartitionKey, PartitionState, PartitionValue
+from kafkacoord.codecs.records import encode_key, encode_value
 
 
 def test_arrays_in_several_blocks_and_sized_blocks_are_read() -> None:
@@ -51,3 +52,28 @@ def test_out_of_range_fields_are_codec_errors_not_garbage_bytes() -> None:
     encoded[5] = 0x08  # the state enum's index: 4 is past OFFLINE
     with pytest.raises(CodecError, match="does not match its schema"):
         decode_value(RecordType.PARTITION, bytes(encoded))
+
+
+def _value(topic: str, partition: int, updated_ms: int = 0) -> PartitionValue:
+    return PartitionValue(topic, partition, PartitionState.ONLINE, (1, 2), (1,), 1, 0, 0,
+                          updated_ms, 0)  # fmt: skip
+
+
+def test_a_record_whose_key_disagrees_with_its_value_keeps_its_own_key() -> None:
+    # The pair path builds the key from the value; a key that is not the value's first
+    # two fields is decoded on its own (and a malformed one is an error, not the value's).
+    value = encode_value(_value("t", 2))
+    assert decode_record(encode_key(PartitionKey("t", 1)), value) == (
+        PartitionKey("t", 1), _value("t", 2))  # fmt: skip
+    assert decode_record(encode_key(PartitionKey("u", 2)), value)[0] == PartitionKey("u", 2)
+    with pytest.raises(CodecError, match="trailing"):
+        decode_record(encode_key(PartitionKey("t", 2)) + b"\x00", value)
+    with pytest.raises(CodecError):  # the value is garbage: no key from it
+        decode_record(encode_key(PartitionKey("t", 2)), value[:9])
+
+
+def test_timestamps_read_back_whatever_came_before() -> None:
+    # The reader remembers the last timestamp's bytes; lengths and values alternate here.
+    times = [0, 1, 1764100000000, 1764100000000, 63, 64, -1, 1 << 62, 1764100000001, 0]
+    for ms in times:
+        assert decode_value(RecordType.PARTITION, encode_value(_value("t", 0, ms))).updated_ms == ms

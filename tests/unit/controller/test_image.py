@@ -135,6 +135,29 @@ def test_indexes_follow_leaders_isrs_and_replicas() -> None:
     image.check_indexes()
 
 
+def test_node_indexes_built_on_first_use_match_replay_before_and_after() -> None:
+    # A load replays without indexing by node; the first query indexes everything at
+    # once, and replay keeps the indexes from there on.
+    records = [
+        part(f"t{i % 7}", i, (i % 5, (i + 1) % 5, (i + 2) % 5), (i % 5, (i + 2) % 5), i % 5)
+        for i in range(60)
+    ]
+    image = image_of(*records)
+    image.replay(part("t3", 3, (3, 4, 0), (4,), 4))  # changed before any index exists
+    image.replay(Record(PartitionKey("t5", 5), None))  # and deleted
+    image.replay(part("t9", 0, (1, 2), (), -1))  # leaderless
+    assert image.leaderless() == {("t9", 0)}
+    image.check_indexes()  # builds them, and compares with a recount
+    assert image.led_by(4) == {(v.topic, v.partition) for v in image.all_partitions()
+                               if v.leader == 4}  # fmt: skip
+    image.replay(part("t9", 1, (4, 0), (4, 0), 4))  # new, once indexed
+    image.replay(part("t3", 3, (3, 4, 0), (3, 4), 3))
+    image.replay(Record(PartitionKey("t4", 4), None))
+    assert ("t9", 1) in image.led_by(4) and ("t3", 3) in image.led_by(3)
+    assert ("t4", 4) not in image.replicas_on(4)
+    image.check_indexes()
+
+
 # -- queries ---------------------------------------------------------------------------------
 
 
