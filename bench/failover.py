@@ -15,8 +15,14 @@ Measured in the same run:
 - raw_append_s: as many records as the whole fencing, already encoded, appended with
                 the appender (idempotent, acks=all) to a scratch partition; ratio is
                 raw_append_s / isr_shrunk_s.
-- cold_load_s:  a second controller with an empty cache: start → active, having
-                loaded the whole metadata log from the broker.
+- cold_start_s: a second controller with an empty cache: start → active. That is its
+                election (a consumer group the broker answers: about 3 s on the
+                embedded broker, which holds a join to an empty group back that long)
+                and then its load.
+- cold_load_s:  of that, elected → active: the whole metadata log read from the broker,
+                fenced, folded into RocksDB and replayed into the image, and the new
+                epoch appended. cold_load_phases splits it: read (waiting on the log),
+                fold, cache (RocksDB writes), replay, activate.
 - peak_rss_mb:  the peak resident memory (VmHWM) of this process: the fenced
                 controller and the bench's own driver.
 - cold_load_rss_mb: the same of the cold controller's process.
@@ -182,11 +188,12 @@ def run(
         service.close()  # lets the cold controller win the election
         # In a process of its own, so that its memory is its own.
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            cold_load_s, cold_rss_mb = pool.submit(
+            cold_start_s, cold_load_s, phases, cold_rss_mb = pool.submit(
                 cold_load, settings, bootstrap, identities[topics.metadata], data_dir,
                 listener.endpoint, profile,
             ).result(timeout=600)  # fmt: skip
-        log(f"cold load of {count} partitions: {cold_load_s:.2f}s, {cold_rss_mb} MB")
+        log(f"cold start of {count} partitions: {cold_start_s:.2f}s, of which the load "
+            f"{cold_load_s:.2f}s {phases}; {cold_rss_mb} MB")  # fmt: skip
         return {
             "partitions": count,
             "moved": moved,
@@ -196,7 +203,9 @@ def run(
             "isr_shrunk_s": round(isr_shrunk_s, 4),
             "raw_append_s": round(raw_append_s, 4),
             "ratio": round(raw_append_s / isr_shrunk_s, 3),
+            "cold_start_s": round(cold_start_s, 2),
             "cold_load_s": round(cold_load_s, 2),
+            "cold_load_phases": phases,
             "peak_rss_mb": peak_rss_mb,
             "cold_load_rss_mb": cold_rss_mb,
         }
@@ -223,9 +232,9 @@ def cold_load(  # noqa: PLR0917 (a pool task takes its arguments positionally)
     data_dir: Path,
     endpoint: str,
     profile: str | None,
-) -> tuple[float, int]:
-    """A controller with an empty cache: start to active (the whole log loaded); the
-    seconds and this process's peak RSS in MB."""
+) -> tuple[float, float, dict[str, float], int]:
+    """A controller with an empty cache: start to active (election and load), the load
+    alone and its phases, and this process's peak RSS in MB."""
     profiler = py_spy(os.getpid(), f"{profile}.cold") if profile else None
     cache = StateCache(data_dir / "cold-cache")
     t0 = time.perf_counter()
@@ -237,7 +246,10 @@ def cold_load(  # noqa: PLR0917 (a pool task takes its arguments positionally)
         seconds = time.perf_counter() - t0
         if profiler is not None:
             stop_py_spy(profiler)
-        return seconds, peak_rss()
+        assert service.host is not None
+        stats = service.host.stats
+        phases = {name: round(value, 2) for name, value in stats.load_phases.items()}
+        return seconds, stats.load_seconds, phases, peak_rss()
     finally:
         service.close()
         cache.close()

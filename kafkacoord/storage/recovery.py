@@ -43,6 +43,8 @@ class ShardLoad:
     rebuilt: str | None = None
     stats: FoldStats = field(default_factory=FoldStats)
     seconds: float = 0.0
+    # Where the seconds went: reading the log, folding it, writing the cache.
+    phases: dict[str, float] = field(default_factory=dict)
     # The shard's whole state, decoded (raw key -> key, value), when the load started
     # from an empty cache: the owner replays it without reading and decoding the cache.
     decoded: dict[bytes, tuple[AvroModel, AvroModel]] | None = None
@@ -56,6 +58,11 @@ class ShardLoad:
 @dataclass(slots=True)
 class _Plan:
     loads: dict[int, ShardLoad]
+
+
+def _add_phases(phases: dict[str, float], **seconds: float) -> None:
+    for name, value in seconds.items():
+        phases[name] = phases.get(name, 0.0) + value
 
 
 class ShardRecovery:
@@ -205,12 +212,15 @@ class ShardRecovery:
         )
         started = time.monotonic()
         next_report = started + self._progress_interval_s
+        mark = started
         for chunk in reader.chunks():
             load = loads[chunk.partition]
+            folded = written = now = time.monotonic()
             # At the end the checkpoint is rewritten even with no records: its time
             # says when the cache last saw the whole log (the delete.retention rule).
             if chunk.messages or chunk.at_end:
                 changes, stats = folders[chunk.partition].fold(chunk.partition, chunk.messages)
+                folded = time.monotonic()
                 self._cache.shard(load.shard).apply(
                     changes,
                     next_offset=chunk.next_offset,
@@ -219,6 +229,9 @@ class ShardRecovery:
                     expiring=self._policy.expiring,
                 )
                 load.stats.add(stats)
+                written = time.monotonic()
+            _add_phases(load.phases, read=now - mark, fold=folded - now, cache=written - folded)
+            mark = written
             load.next_offset = chunk.next_offset
             if chunk.at_end:
                 load.high_watermark = chunk.high_watermark

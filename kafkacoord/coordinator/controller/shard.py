@@ -164,10 +164,10 @@ class ControllerShard:
             controller_record(self.epoch, self.node_id, self.incarnation, now_ms, self.endpoint)
         )
         self.nodes.start_sessions(batch)
-        for node_id, node in sorted(self.image.nodes.items()):
-            # A fencing whose partition records did not all make it: finish it.
-            if node.fenced and (self.image.led_by(node_id) or self.image.in_isr_of(node_id)):
-                self.partitions.on_node_fenced(batch, node_id)
+        # A fencing whose partition records did not all make it: finish it.
+        fenced = {node_id for node_id, node in self.image.nodes.items() if node.fenced}
+        for node_id in sorted(self.image.with_roles(fenced)):
+            self.partitions.on_node_fenced(batch, node_id)
         self.partitions.elect_leaderless(batch, sorted(self.image.leaderless()))
         self.deletions.resume(batch)
         self.internal_topics.ensure(batch)

@@ -71,6 +71,8 @@ class HostStats:
 
     loads: int = 0
     load_seconds: float = 0.0
+    # The last load's seconds by phase: read, fold, cache (the recovery's), replay, activate.
+    load_phases: dict[str, float] = field(default_factory=dict)
     records_loaded: int = 0
     batches: int = 0
     records_written: int = 0
@@ -300,21 +302,28 @@ class ShardHost:
             records = self._decode_cached()
             if fenced:
                 records.sort(key=replay_order)
+        replaying = time.monotonic()
         for record in records:
             shard.replay(record)
         self.shard = shard
         self.stats.loads += 1
         self.stats.records_loaded = len(records)
+        activating = time.monotonic()
         self._open.extend(self._apply(shard.on_loaded(self._clock_ms())))
         self._flush(self._flush_timeout_s)
-        self.stats.load_seconds = time.monotonic() - started
+        done = time.monotonic()
+        self.stats.load_seconds = done - started
+        self.stats.load_phases = {
+            **load.phases, "replay": activating - replaying, "activate": done - activating
+        }  # fmt: skip
         self.state = HostState.ACTIVE
         self._active.set()
         self._observer.loaded(self.name, self.stats.load_seconds, len(records))
         # Per shard at debug: a daemon activates dozens at once; its owner sums them up.
         log.debug("shard active", shard=self.name, keys=len(records),
                   log_records=load.stats.records, rebuilt=load.rebuilt,
-                  seconds=round(self.stats.load_seconds, 3))  # fmt: skip
+                  seconds=round(self.stats.load_seconds, 3),
+                  phases={k: round(v, 3) for k, v in self.stats.load_phases.items()})  # fmt: skip
         if self._on_active is not None:
             self._on_active(self)
 

@@ -237,3 +237,17 @@ def test_snapshot_compares_everything() -> None:
     records = [controller(1), node(1, 1), topic("t", 1, 1), part("t", 0, (1,), (1,), 1, epoch=1)]
     assert image_of(*records).snapshot() == image_of(*records).snapshot()
     assert image_of(*records).snapshot() != image_of(*records[:-1]).snapshot()
+
+
+def test_nodes_with_roles_by_scan_before_the_indexes_and_by_index_after() -> None:
+    image = image_of(
+        part("t", 0, (1, 2, 3), (1, 2), 1),
+        part("t", 1, (2, 3, 4), (3,), 3),
+        part("t", 2, (4, 5), (), -1),
+        part("t", 3, (6, 7), (7,), 6),  # a leader outside its ISR (an unclean election)
+    )
+    asked = {1, 2, 4, 5, 6, 9}
+    by_scan = image.with_roles(asked)
+    image.check_indexes()  # builds the indexes
+    assert by_scan == image.with_roles(asked) == {1, 2, 6}
+    assert image.with_roles(set()) == set()
