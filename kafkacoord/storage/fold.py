@@ -272,6 +272,6 @@ class ChunkFolder:
                 decoded.pop(raw_key, None)
                 decoded[raw_key] = (key, value)
             expires = NO_EXPIRY if expiry is None else expiry(key, value)
-            changes[raw_key] = new_change(raw_value, expires, _offset(msg))
+            changes[raw_key] = new_change(raw_value, expires, msg.offset())  # type: ignore[arg-type]
         stats.tombstones = sum(1 for c in changes.values() if c.value is None)
         return changes

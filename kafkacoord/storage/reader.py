@@ -87,10 +87,12 @@ class PartitionReader:
                     last_activity = time.monotonic()
                 else:
                     self._check_stalled(last_activity)
+                # One partition (the metadata log) needs no lookup per message.
+                only = next(iter(self._progress.values())) if len(self._progress) == 1 else None
                 for msg in batch:
                     err = msg.error()
                     if err is None:
-                        state = self._progress[cast(int, msg.partition())]
+                        state = only or self._progress[cast(int, msg.partition())]
                         state.pending.append(msg)
                         state.seen = True
                         continue
