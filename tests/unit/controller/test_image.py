@@ -136,8 +136,8 @@ def test_indexes_follow_leaders_isrs_and_replicas() -> None:
 
 
 def test_node_indexes_built_on_first_use_match_replay_before_and_after() -> None:
-    # A load replays without indexing by node; the first query indexes everything at
-    # once, and replay keeps the indexes from there on.
+    # A load replays without indexing by node; a node's sets are scanned for when first
+    # asked for, and replay keeps them from there on.
     records = [
         part(f"t{i % 7}", i, (i % 5, (i + 1) % 5, (i + 2) % 5), (i % 5, (i + 2) % 5), i % 5)
         for i in range(60)
