@@ -8,7 +8,6 @@ other schema version goes through fastavro.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
 from typing import Final
 
 from .avro_binary import (
@@ -23,6 +22,7 @@ from .avro_binary import (
     write_string,
 )
 from .models import PartitionKey, PartitionValue, Reassignment
+from .models.base import slot_setters
 from .models.metadata import PartitionState
 
 KEY_VERSION: Final = 1
@@ -98,18 +98,23 @@ def decode_value_body(buf: bytes, pos: int) -> tuple[PartitionValue, int]:
     return value, end
 
 
-def decode_pair(key: bytes, value: bytes) -> tuple[PartitionKey, PartitionValue, int] | None:
-    """Key and value of a partition record (both headers already checked), decoding the
-    value only: the key's body is the value's first two fields, byte for byte. The key
-    is built from the value when they match; ``None`` when not. The last item is where
-    the value's body ended."""
-    decoded, end, key_end = _decode_value(value, 2)
-    if value[2:key_end] != key[2:]:
-        return None
-    pair_key = _new(PartitionKey)
-    _set_key_topic(pair_key, decoded.topic)
-    _set_key_partition(pair_key, decoded.partition)
-    return pair_key, decoded, end
+def decode_pair(
+    key: bytes,
+) -> Callable[[bytes, int], tuple[tuple[PartitionKey, PartitionValue] | None, int]]:
+    """A decoder of ``key``'s value body that also yields the key, built from the value:
+    the key's body is the value's first two fields, byte for byte. ``None`` (with the
+    body's end) when they differ."""
+
+    def decode(value: bytes, pos: int) -> tuple[tuple[PartitionKey, PartitionValue] | None, int]:
+        decoded, end, key_end = _decode_value(value, pos)
+        if value[pos:key_end] != key[2:]:
+            return None, end
+        pair_key = _new(PartitionKey)
+        _set_key_topic(pair_key, decoded.topic)
+        _set_key_partition(pair_key, decoded.partition)
+        return (pair_key, decoded), end
+
+    return decode
 
 
 def _decode_value(buf: bytes, pos: int) -> tuple[PartitionValue, int, int]:
@@ -251,18 +256,12 @@ def _read_ids(buf: bytes, pos: int) -> tuple[tuple[int, ...], int]:
     return ids, end
 
 
-# Slot by slot: a frozen dataclass's __init__ calls object.__setattr__ once per field.
-# Tests compare every decoded field with the constructor's, so a new field is not missed.
+# Slot by slot (slot_setters). Tests compare every decoded field with the constructor's,
+# so a new field is not missed.
 _new = object.__new__
-
-
-def _setters(cls: type) -> dict[str, Callable[[object, object], None]]:
-    return {f.name: getattr(cls, f.name).__set__ for f in fields(cls)}
-
-
-_KEY_SET: Final = _setters(PartitionKey)
+_KEY_SET: Final = slot_setters(PartitionKey)
 _set_key_topic, _set_key_partition = _KEY_SET["topic"], _KEY_SET["partition"]
-_SET: Final = _setters(PartitionValue)
+_SET: Final = slot_setters(PartitionValue)
 _set_topic, _set_partition, _set_state = _SET["topic"], _SET["partition"], _SET["state"]
 _set_replicas, _set_isr, _set_leader = _SET["replicas"], _SET["isr"], _SET["leader"]
 _set_leader_epoch, _set_partition_epoch = _SET["leader_epoch"], _SET["partition_epoch"]

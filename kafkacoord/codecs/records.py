@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import functools
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from io import BytesIO
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
 import fastavro
 
@@ -256,6 +257,9 @@ def partition_key_prefix(topic: str) -> bytes:
     return _PARTITION_KEY_HEADER + write_string(topic)
 
 
+_T = TypeVar("_T")
+
+
 def _fast_encode(encode: Any, model: AvroModel, part: str) -> bytes:
     try:
         return cast(bytes, encode(model))
@@ -264,7 +268,9 @@ def _fast_encode(encode: Any, model: AvroModel, part: str) -> bytes:
                          cause=exc) from exc  # fmt: skip
 
 
-def _fast_decode(decode: Any, data: bytes, start: int, part: str) -> AvroModel:
+def _fast_decode(
+    decode: Callable[[bytes, int], tuple[_T, int]], data: bytes, start: int, part: str
+) -> _T:
     """A hand-written decoder's result, held to the same rules as :func:`_read`."""
     try:
         model, end = decode(data, start)
@@ -272,7 +278,7 @@ def _fast_decode(decode: Any, data: bytes, start: int, part: str) -> AvroModel:
         raise CodecError("Avro body does not match its schema", part=part, cause=exc) from exc
     if end != len(data):
         raise CodecError(f"{len(data) - end} trailing bytes after the Avro body", part=part)
-    return cast(AvroModel, model)
+    return model
 
 
 def record_type_of(key: bytes | None) -> RecordType:
@@ -304,16 +310,7 @@ def decode_value(rtype: RecordType, data: bytes) -> AvroModel:
     if len(data) < _VALUE_HEADER.size:
         raise CodecError("value shorter than its 2-byte header", part="value")
     if rtype is RecordType.PARTITION and data[:2] == _PARTITION_VALUE_HEADER:
-        # _fast_decode inlined: the one record a cold start decodes a million times.
-        try:
-            value, end = partition_codec.decode_value_body(data, 2)
-        except (ValueError, IndexError) as exc:
-            raise CodecError("Avro body does not match its schema", part="value",
-                             cause=exc) from exc  # fmt: skip
-        if end != len(data):
-            raise CodecError(f"{len(data) - end} trailing bytes after the Avro body",
-                             part="value")  # fmt: skip
-        return value
+        return _fast_decode(partition_codec.decode_value_body, data, 2, "value")
     (version,) = _VALUE_HEADER.unpack_from(data)
     codec = _CODECS[rtype]
     writer = codec.value_schemas.get(version)
@@ -334,17 +331,9 @@ def decode_record(key: bytes | None, value: bytes | None) -> tuple[AvroModel, Av
         and key[:2] == _PARTITION_KEY_HEADER and value[:2] == _PARTITION_VALUE_HEADER
     ):  # fmt: skip
         # The million-partition case: the value holds the key's fields, decoded once.
-        try:
-            pair = partition_codec.decode_pair(key, value)
-        except (ValueError, IndexError) as exc:
-            raise CodecError("Avro body does not match its schema", part="value",
-                             cause=exc) from exc  # fmt: skip
+        pair = _fast_decode(partition_codec.decode_pair(key), value, 2, "value")
         if pair is not None:
-            pair_key, pair_value, end = pair
-            if end != len(value):
-                raise CodecError(f"{len(value) - end} trailing bytes after the Avro body",
-                                 part="value")  # fmt: skip
-            return pair_key, pair_value
+            return pair
     decoded_key = decode_key(key)
     if value is None:
         return decoded_key, None

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafkacoord.codecs.models import AvroModel
+from kafkacoord.codecs.models.base import slot_setters
 from kafkacoord.coordinator.protocol import Body, ErrorCode
 
 
@@ -38,14 +39,16 @@ class Record:
 
 
 _new = object.__new__
+_RECORD_SET = slot_setters(Record)
 _set_key, _set_value, _set_in_memory = (
-    getattr(Record, name).__set__ for name in ("key", "value", "in_memory")
+    _RECORD_SET["key"],
+    _RECORD_SET["value"],
+    _RECORD_SET["in_memory"],
 )
 
 
 def new_record(key: AvroModel, value: AvroModel | None) -> Record:
-    """``Record(key, value)`` at half the cost, for loads of a million records (the frozen
-    dataclass's ``__init__`` calls ``object.__setattr__`` per field)."""
+    """``Record(key, value)`` at half the cost (slot_setters), for loads of a million."""
     record = _new(Record)
     _set_key(record, key)
     _set_value(record, value)
