@@ -19,24 +19,44 @@ Freezes are rare events, so what they catch is bounded. Fencing the leader of
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 __all__ = ["freeze_long_lived", "gc_paused", "thaw"]
 
 
+_pause_lock = threading.Lock()
+_pauses = 0
+_was_enabled = False
+
+
 @contextmanager
 def gc_paused(enabled: bool = True) -> Iterator[None]:
-    """Disable the cyclic collector for the block (unless ``enabled`` is False, or it is
-    already off: a nested pause leaves it to the outer one)."""
-    if not enabled or not gc.isenabled():
+    """Disable the cyclic collector for the block (unless ``enabled`` is False).
+
+    Pauses are counted across threads: the collector comes back when the last one ends,
+    and only if it was on when the first began. (A per-thread "already off, leave it"
+    would let one thread's pause end in the middle of another's: a standby's pass
+    ending during a takeover's replay turned collections back on over millions of new
+    objects.)
+    """
+    global _pauses, _was_enabled  # noqa: PLW0603 (the collector is process-wide)
+    if not enabled:
         yield
         return
-    gc.disable()
+    with _pause_lock:
+        if _pauses == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _pauses += 1
     try:
         yield
     finally:
-        gc.enable()
+        with _pause_lock:
+            _pauses -= 1
+            if _pauses == 0 and _was_enabled:
+                gc.enable()
 
 
 def freeze_long_lived() -> None:
