@@ -46,3 +46,7 @@ class TopicIdentityChangedError(StorageError):
         now = "it is gone" if current is None else f"it is now {current}"
         super().__init__(f"topic {topic} changed identity: loaded {loaded}, {now}")
         self.topic, self.loaded, self.current = topic, loaded, current
+
+
+class LoadCancelledError(StorageError):
+    """A load stopped between chunks because its owner is closing."""

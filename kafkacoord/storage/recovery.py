@@ -21,7 +21,7 @@ from kafkacoord.codecs.models import AvroModel, ControllerKey, ControllerValue, 
 from kafkacoord.codecs.records import RecordType, encode_key
 
 from .cache import ShardId, StateCache
-from .errors import TopicIdentityChangedError
+from .errors import LoadCancelledError, TopicIdentityChangedError
 from .fencing import marker_epoch
 from .fold import ChunkFolder, FoldPolicy, FoldStats
 from .reader import BEGINNING, LogBehindCheckpointError, PartitionReader
@@ -56,8 +56,12 @@ class ShardLoad:
 
 
 @dataclass(slots=True)
-class _Plan:
-    loads: dict[int, ShardLoad]
+class ShardTail:
+    """A shard kept loaded between passes (a standby): its load so far and the folder that
+    folded it, whose fences and decoded state the next pass continues."""
+
+    load: ShardLoad
+    folder: ChunkFolder
 
 
 def _add_phases(phases: dict[str, float], **seconds: float) -> None:
@@ -98,12 +102,58 @@ class ShardRecovery:
         """Replay ``partitions`` up to their high watermarks; ``identity`` is the topic id."""
         self._verify_identity(identity)
         loads = {p: self._plan(ShardId(self.topic, p), identity) for p in partitions}
+        self._load(loads, {}, identity)
+        # The broker may have been replaced during the load: then the loads mix two lives.
+        self._verify_identity(identity)
+        return loads
+
+    def follow(
+        self,
+        partition: int,
+        identity: str,
+        tail: ShardTail | None = None,
+        *,
+        cancel: Callable[[], bool] | None = None,
+    ) -> ShardTail:
+        """Bring one shard to its high watermark, continuing ``tail`` (an earlier pass)
+        where it stood. A standby calls this over and over; the pass that takes the shard
+        over then reads only what the log gained since the one before.
+
+        A tail that started from an empty cache keeps its decoded state across passes, so
+        each pass hands over the whole state (``load.decoded``) as a single load would.
+        The load's seconds, phases and stats are the last pass's. ``cancel`` is asked
+        between chunks; once it says yes the pass stops with LoadCancelledError, and the
+        cache holds a consistent prefix (the tail is then void).
+        """
+        self._verify_identity(identity)
+        if tail is None:
+            load = self._plan(ShardId(self.topic, partition), identity)
+            folders: dict[int, ChunkFolder] = {}
+        else:
+            load, folders = tail.load, {partition: tail.folder}
+            load.high_watermark, load.seconds, load.phases = None, 0.0, {}
+            load.stats = FoldStats()
+        loads = {partition: load}
+        self._load(loads, folders, identity, cancel)
+        self._verify_identity(identity)
+        load = loads[partition]  # a rebuild replaces it
+        return ShardTail(load, folders.get(partition) or self._folder(load))
+
+    def _load(
+        self,
+        loads: dict[int, ShardLoad],
+        folders: dict[int, ChunkFolder],
+        identity: str,
+        cancel: Callable[[], bool] | None = None,
+    ) -> None:
+        """Read ``loads`` to their high watermarks, continuing ``folders`` (and adding the
+        missing ones). A shard whose log is behind its checkpoint starts over."""
         consumer = self._consumer_factory()
         try:
             pending = self._without_empty(consumer, loads, identity)
             while pending:
                 try:
-                    self._replay(consumer, pending, identity)
+                    self._replay(consumer, pending, identity, folders, cancel)
                     pending = {}
                 except LogBehindCheckpointError as behind:
                     # Only the partitions named restart, from the log start.
@@ -115,12 +165,10 @@ class ShardRecovery:
                         loads[partition] = ShardLoad(
                             load.shard, BEGINNING, rebuilt="log behind checkpoint"
                         )
+                        folders.pop(partition, None)  # its fences and decoded state are void
                     pending = {p: ld for p, ld in loads.items() if ld.high_watermark is None}
         finally:
             consumer.close()
-        # The broker may have been replaced during the load: then the loads mix two lives.
-        self._verify_identity(identity)
-        return loads
 
     def _without_empty(
         self, consumer: Consumer, loads: dict[int, ShardLoad], identity: str
@@ -194,16 +242,27 @@ class ShardRecovery:
         epoch = marker_epoch(key, self._cache.shard(shard).get(key))
         return -1 if epoch is None else epoch
 
-    def _replay(self, consumer: Consumer, loads: dict[int, ShardLoad], identity: str) -> None:
-        folders = {
-            p: ChunkFolder(
-                self.topic, self._policy, strict=self._strict,
-                controller_epoch=self._controller_epoch(load.shard),
-                leader_epoch=self._leader_epoch(load.shard),
-                keep_decoded=load.start_offset == BEGINNING,  # the cache started empty
-            )
-            for p, load in loads.items()
-        }  # fmt: skip
+    def _folder(self, load: ShardLoad) -> ChunkFolder:
+        return ChunkFolder(
+            self.topic, self._policy, strict=self._strict,
+            controller_epoch=self._controller_epoch(load.shard),
+            leader_epoch=self._leader_epoch(load.shard),
+            keep_decoded=load.start_offset == BEGINNING,  # the cache started empty
+        )  # fmt: skip
+
+    def _replay(
+        self,
+        consumer: Consumer,
+        loads: dict[int, ShardLoad],
+        identity: str,
+        folders: dict[int, ChunkFolder],
+        cancel: Callable[[], bool] | None = None,
+    ) -> None:
+        """Fold ``loads`` to their ends. A partition keeps its folder in ``folders`` across
+        a restart of the others (its decoded state spans both) and across passes."""
+        for p, load in loads.items():
+            if p not in folders:
+                folders[p] = self._folder(load)
         reader = PartitionReader(
             consumer,
             self.topic,
@@ -214,6 +273,8 @@ class ShardRecovery:
         next_report = started + self._progress_interval_s
         mark = started
         for chunk in reader.chunks():
+            if cancel is not None and cancel():
+                raise LoadCancelledError(f"load of {self.topic} cancelled")
             load = loads[chunk.partition]
             folded = written = now = time.monotonic()
             # At the end the checkpoint is rewritten even with no records: its time

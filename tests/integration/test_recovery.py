@@ -20,8 +20,9 @@ from kafkacoord.codecs.models import (
 )
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import admin_client, replay_consumer
-from kafkacoord.storage.errors import PoisonRecordError
+from kafkacoord.storage.errors import LoadCancelledError, PoisonRecordError
 from kafkacoord.storage.fold import metadata_policy, offsets_policy
+from kafkacoord.storage.reader import BEGINNING
 from kafkacoord.storage.recovery import ShardRecovery
 from kafkacoord.storage.topics import InternalTopics, ensure_topics, topic_identities
 
@@ -281,3 +282,117 @@ def test_empty_partitions_are_skipped_but_never_a_partition_with_records(env: En
     for load in loads.values():
         checkpoint = env.cache.shard(load.shard).checkpoint()
         assert checkpoint is not None and checkpoint.next_offset == load.high_watermark
+
+
+def test_a_followed_shard_continues_where_it_stood(env: Env) -> None:
+    first = workload(seed=11, count=1_500, keys=25)
+    append_all(env.bootstrap, env.topics.offsets, first)
+    recovery = env.recovery(chunk_records=200)
+    tail = recovery.follow(1, env.identity())
+    in_first = sum(1 for r in first if r[0] == 1)
+    assert tail.load.stats.records == in_first
+    assert tail.load.next_offset == tail.load.high_watermark == in_first
+
+    # Overwrites and tombstones of keys the first pass folded.
+    delta = workload(seed=12, count=600, keys=25)
+    append_all(env.bootstrap, env.topics.offsets, delta)
+    again = recovery.follow(1, env.identity(), tail)
+    assert again.folder is tail.folder
+    assert again.load.start_offset == BEGINNING  # one load, continued
+    assert again.load.stats.records == sum(1 for r in delta if r[0] == 1)
+    assert again.load.next_offset == in_first + again.load.stats.records
+    # The decoded state spans both passes: it is the whole shard, as the cache is.
+    shard = env.cache.shard(ShardId(env.topics.offsets, 1))
+    assert again.load.decoded == {k: decode_record(k, v) for k, v in shard.items()}
+    expected = expected_state(read_partition(env.bootstrap, env.topics.offsets, 1), OFFSETS_TYPES)
+    assert dict(shard.items()) == expected
+
+    # A pass with nothing new reads nothing and keeps it all.
+    idle = recovery.follow(1, env.identity(), again)
+    assert idle.load.stats.records == 0
+    assert idle.load.decoded == again.load.decoded
+
+
+def test_a_followed_metadata_shard_keeps_its_fence_across_passes(env: Env) -> None:
+    topic = env.topics.metadata
+    node_key = encode_key(NodeKey(3))
+
+    def node(epoch: int, rack: str) -> bytes:
+        return encode_value(NodeValue(3, "inc", 1, False, 1, controller_epoch=epoch, rack=rack))
+
+    def controller(epoch: int) -> bytes:
+        return encode_value(ControllerValue(epoch, epoch, f"inc{epoch}", epoch))
+
+    append_all(env.bootstrap, topic, [
+        (0, encode_key(ControllerKey()), controller(1)),
+        (0, encode_key(ControllerKey()), controller(2)),
+        (0, node_key, node(2, "b")),
+    ])  # fmt: skip
+    recovery = env.recovery(topic)
+    tail = recovery.follow(0, env.identity(topic))
+    # The epoch-1 controller's late write reaches the log after the first pass.
+    append_all(env.bootstrap, topic, [(0, node_key, node(1, "zombie"))])
+    tail = recovery.follow(0, env.identity(topic), tail)
+    assert tail.load.stats.fenced == 1
+    assert tail.load.decoded is not None
+    assert tail.load.decoded[node_key][1] == decode_record(node_key, node(2, "b"))[1]
+    append_all(env.bootstrap, topic, [(0, node_key, node(2, "c"))])
+    tail = recovery.follow(0, env.identity(topic), tail)
+    assert tail.load.stats.fenced == 0
+    assert tail.load.decoded[node_key][1] == decode_record(node_key, node(2, "c"))[1]
+    assert env.cache.shard(ShardId(topic, 0)).get(node_key) == node(2, "c")
+
+
+def test_a_follow_whose_log_fell_behind_starts_over(env: Env) -> None:
+    append_all(env.bootstrap, env.topics.offsets, workload(seed=13, count=400, keys=10))
+    recovery = env.recovery()
+    tail = recovery.follow(0, env.identity())
+    # The tail stands past the log end (a broker that lost data under the same id).
+    tail.load.next_offset += 1_000
+    again = recovery.follow(0, env.identity(), tail)
+    assert again.load.rebuilt == "log behind checkpoint"
+    assert again.folder is not tail.folder
+    shard = env.cache.shard(ShardId(env.topics.offsets, 0))
+    assert again.load.decoded == {k: decode_record(k, v) for k, v in shard.items()}
+    env.assert_matches_log(partitions=1)
+
+
+def test_a_cancelled_follow_stops_and_leaves_a_consistent_prefix(env: Env) -> None:
+    # More than one consume batch (10,000 messages), so more than one chunk.
+    records = [(0, *commit(f"g{i % 10}", 0, i)) for i in range(12_000)]
+    append_all(env.bootstrap, env.topics.offsets, records)
+    asked = 0
+
+    def after_the_first_chunk() -> bool:
+        nonlocal asked
+        asked += 1
+        return asked > 1
+
+    recovery = env.recovery(chunk_records=100)
+    with pytest.raises(LoadCancelledError):
+        recovery.follow(0, env.identity(), cancel=after_the_first_chunk)
+    checkpoint = env.cache.shard(ShardId(env.topics.offsets, 0)).checkpoint()
+    assert checkpoint is not None and 0 < checkpoint.next_offset < len(records)
+    # The next load goes on from that checkpoint and ends where a whole load would.
+    load = recovery.recover([0], env.identity())[0]
+    assert load.start_offset == checkpoint.next_offset
+    env.assert_matches_log(partitions=1)
+
+
+def test_a_rebuild_of_one_shard_keeps_the_others_decoded_state(env: Env) -> None:
+    append_all(env.bootstrap, env.topics.offsets, workload(seed=15, count=2_000, keys=40))
+    identity = env.identity()
+    env.recovery().recover([0], identity)
+    store = env.cache.shard(ShardId(env.topics.offsets, 0))
+    checkpoint = store.checkpoint()
+    assert checkpoint is not None
+    store.apply({}, next_offset=checkpoint.next_offset + 1_000, identity=identity)
+
+    # Shard 0 restarts from the log start while shards 1 and 2 load in small chunks:
+    # whatever they folded before the restart stays in the state they hand over.
+    loads = env.recovery(chunk_records=50).recover(range(PARTITIONS), identity)
+    assert loads[0].rebuilt == "log behind checkpoint"
+    for load in loads.values():
+        cached = {k: decode_record(k, v) for k, v in env.cache.shard(load.shard).items()}
+        assert load.decoded == cached
+    env.assert_matches_log()
