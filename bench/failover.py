@@ -15,19 +15,25 @@ Measured in the same run:
 - raw_append_s: as many records as the whole fencing, already encoded, appended with
                 the appender (idempotent, acks=all) to a scratch partition; ratio is
                 raw_append_s / isr_shrunk_s.
-- cold_start_s: a second controller with an empty cache: start → active. That is its
-                election (a consumer group the broker answers: about 3 s on the
-                embedded broker, which holds a join to an empty group back that long)
-                and then its load.
-- cold_load_s:  of that, elected → active: the whole metadata log read from the broker,
-                fenced, folded into RocksDB and replayed into the image, and the new
-                epoch appended. cold_load_phases splits it: read (waiting on the log),
-                fold, cache (RocksDB writes), replay, activate. first_fence_scans is
-                apart: what the first fencing of a node after the load adds, the scans
-                that build that node's sets of partitions led and followed.
+- cold_start_s: a second controller with an empty cache: start → active. It follows the
+                metadata log as a hot standby from its start (the default), so its
+                load runs while its election is pending: a consumer group the broker
+                answers (about 3 s on the embedded broker, which holds a join to an
+                empty group back that long).
+- cold_elected_s: of that, start → elected.
+- cold_follow_s: start → the standby's first pass done (the whole log folded).
+- cold_load_s:  elected → active: what is left of the standby's pass, the tail of the
+                log since, replay into the image, and the new epoch appended.
+                cold_load_phases splits the takeover: read (waiting on the log), fold,
+                cache (RocksDB writes), replay, activate. first_fence_scans is apart:
+                what the first fencing of a node after the load adds, the scans that
+                build that node's sets of partitions led and followed.
+- nostandby_start_s, nostandby_load_s, nostandby_load_phases: the same controller with
+                the standby off (controller_standby=false), for comparison: it loads
+                the whole log once elected, so start → active is election + load.
 - peak_rss_mb:  the peak resident memory (VmHWM) of this process: the fenced
                 controller and the bench's own driver.
-- cold_load_rss_mb: the same of the cold controller's process.
+- cold_load_rss_mb: the same of the cold controller's process (with the standby).
 
 The last stdout line is JSON.
 """
@@ -44,6 +50,7 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from benchlib import BROKERS, broker_for, py_spy, stop_py_spy
 from confluent_kafka.admin import NewTopic
@@ -189,14 +196,13 @@ def run(
         count = image.partition_count()
         peak_rss_mb = peak_rss()
         service.close()  # lets the cold controller win the election
-        # In a process of its own, so that its memory is its own.
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            cold_start_s, cold_load_s, phases, cold_rss_mb = pool.submit(
-                cold_load, settings, bootstrap, identities[topics.metadata], data_dir,
-                listener.endpoint, profile,
-            ).result(timeout=600)  # fmt: skip
-        log(f"cold start of {count} partitions: {cold_start_s:.2f}s, of which the load "
-            f"{cold_load_s:.2f}s {phases}; {cold_rss_mb} MB")  # fmt: skip
+        # Each in a process of its own, so that its memory is its own.
+        cold = cold_start(settings, bootstrap, identities[topics.metadata], data_dir,
+                          listener.endpoint, profile, standby=True)  # fmt: skip
+        log(f"cold start (standby) of {count} partitions: {cold}")
+        plain = cold_start(settings, bootstrap, identities[topics.metadata], data_dir,
+                           listener.endpoint, None, standby=False)  # fmt: skip
+        log(f"cold start (no standby): {plain}")
         return {
             "partitions": count,
             "moved": moved,
@@ -206,11 +212,16 @@ def run(
             "isr_shrunk_s": round(isr_shrunk_s, 4),
             "raw_append_s": round(raw_append_s, 4),
             "ratio": round(raw_append_s / isr_shrunk_s, 3),
-            "cold_start_s": round(cold_start_s, 2),
-            "cold_load_s": round(cold_load_s, 2),
-            "cold_load_phases": phases,
+            "cold_start_s": cold["start_s"],
+            "cold_elected_s": cold["elected_s"],
+            "cold_follow_s": cold["follow_s"],
+            "cold_load_s": cold["load_s"],
+            "cold_load_phases": cold["phases"],
+            "nostandby_start_s": plain["start_s"],
+            "nostandby_load_s": plain["load_s"],
+            "nostandby_load_phases": plain["phases"],
             "peak_rss_mb": peak_rss_mb,
-            "cold_load_rss_mb": cold_rss_mb,
+            "cold_load_rss_mb": cold["rss_mb"],
         }
     finally:
         admin.close()
@@ -228,24 +239,52 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
-def cold_load(  # noqa: PLR0917 (a pool task takes its arguments positionally)
+def cold_start(  # noqa: PLR0917 (the parts of a cold controller, then its mode)
     settings: Settings,
     bootstrap: str,
     identity: str,
     data_dir: Path,
     endpoint: str,
     profile: str | None,
-) -> tuple[float, float, dict[str, float], int]:
-    """A controller with an empty cache: start to active (election and load), the load
-    alone and its phases, and this process's peak RSS in MB."""
+    *,
+    standby: bool,
+) -> dict[str, Any]:
+    """:func:`cold_controller` in a fresh process."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(
+            cold_controller, settings.model_copy(update={"controller_standby": standby}),
+            bootstrap, identity, data_dir / f"cold-{standby}", endpoint, profile,
+        ).result(timeout=600)  # fmt: skip
+
+
+def cold_controller(  # noqa: PLR0917 (a pool task takes its arguments positionally)
+    settings: Settings,
+    bootstrap: str,
+    identity: str,
+    cache_dir: Path,
+    endpoint: str,
+    profile: str | None,
+) -> dict[str, Any]:
+    """A controller with an empty cache: start to elected, to the standby's first pass,
+    to active; the takeover's seconds and phases; this process's peak RSS in MB."""
     profiler = py_spy(os.getpid(), f"{profile}.cold") if profile else None
-    cache = StateCache(data_dir / "cold-cache")
+    cache = StateCache(cache_dir)
     t0 = time.perf_counter()
     config = settings.controller_config()
     service = controller_service(settings, bootstrap, cache, identity, config=config,
                                  endpoint=endpoint).start()  # fmt: skip
+    marks: dict[str, float] = {}
+
+    def active() -> bool:
+        now = time.perf_counter() - t0
+        if service.elected:
+            marks.setdefault("elected_s", now)
+        if service.standby_passes:
+            marks.setdefault("follow_s", now)
+        return service.active
+
     try:
-        wait(lambda: service.active, "cold controller activation", timeout_s=300)
+        wait(active, "cold controller activation", timeout_s=300)
         seconds = time.perf_counter() - t0
         if profiler is not None:
             stop_py_spy(profiler)
@@ -261,7 +300,15 @@ def cold_load(  # noqa: PLR0917 (a pool task takes its arguments positionally)
             image.led_by(busiest)
             image.in_isr_of(busiest)
         phases["first_fence_scans"] = round(time.perf_counter() - t1, 2)
-        return seconds, stats.load_seconds, phases, peak_rss()
+        return {
+            "start_s": round(seconds, 2),
+            "elected_s": round(marks.get("elected_s", seconds), 2),
+            "follow_s": round(marks["follow_s"], 2) if "follow_s" in marks else None,
+            "load_s": round(stats.load_seconds, 2),
+            "log_records_read": stats.log_records_read,
+            "phases": phases,
+            "rss_mb": peak_rss(),
+        }
     finally:
         service.close()
         cache.close()

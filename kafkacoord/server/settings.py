@@ -91,6 +91,11 @@ class Settings(BaseSettings):
         "or 2000 with an embedded broker (local, so a short lease is safe; the embedded "
         "tansu holds a new member's join for half the session).",
     )
+    controller_standby: bool = Field(
+        True,
+        description="Follow the metadata log while not the controller (a hot standby), so a "
+        "takeover loads only its tail. Costs the memory of the decoded metadata.",
+    )
     node_session_timeout_ms: int = Field(9000, ge=500, description="broker.session.timeout.ms")
     node_heartbeat_interval_ms: int = Field(
         2000, ge=100, description="broker.heartbeat.interval.ms"

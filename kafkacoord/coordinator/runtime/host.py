@@ -71,9 +71,12 @@ class HostStats:
 
     loads: int = 0
     load_seconds: float = 0.0
-    # The last load's seconds by phase: read, fold, cache (the recovery's), replay, activate.
+    # The last load's seconds by phase: the recovery's (read, fold, cache; standby_wait for
+    # a controller taking over a standby's tail), then order, replay, activate.
     load_phases: dict[str, float] = field(default_factory=dict)
     records_loaded: int = 0
+    # Log records the last load read: a takeover from a standby's tail reads only the tail.
+    log_records_read: int = 0
     batches: int = 0
     records_written: int = 0
     requests: int = 0
@@ -209,6 +212,11 @@ class ShardHost:
         else:
             self._processor.put(self, event)
 
+    @property
+    def finished(self) -> bool:
+        """The host has stopped and let go of its store."""
+        return self._stopped.is_set()
+
     def wait_active(self, timeout_s: float) -> bool:
         return self._active.wait(timeout_s)
 
@@ -286,13 +294,15 @@ class ShardHost:
         thaw()  # a reload drops the shard's old state: let the collector see it again
         with gc_paused():  # a load allocates the whole state at once
             self._load_paused()
-        freeze_long_lived()
+            # Before the collector is back: its first run would walk all the new state.
+            freeze_long_lived()
 
     def _load_paused(self) -> None:
         started = time.monotonic()
         self.state = HostState.LOADING
         self._active.clear()
         load = self.parts.recover()
+        recovered = time.monotonic()
         shard = self.parts.make_shard()
         fenced = self.parts.policy.fenced_by_controller_epoch
         if load.decoded is not None:
@@ -308,13 +318,15 @@ class ShardHost:
         self.shard = shard
         self.stats.loads += 1
         self.stats.records_loaded = len(records)
+        self.stats.log_records_read = load.stats.records
         activating = time.monotonic()
         self._open.extend(self._apply(shard.on_loaded(self._clock_ms())))
         self._flush(self._flush_timeout_s)
         done = time.monotonic()
         self.stats.load_seconds = done - started
         self.stats.load_phases = {
-            **load.phases, "replay": activating - replaying, "activate": done - activating
+            **load.phases, "order": replaying - recovered, "replay": activating - replaying,
+            "activate": done - activating,
         }  # fmt: skip
         self.state = HostState.ACTIVE
         self._active.set()

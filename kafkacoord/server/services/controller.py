@@ -6,11 +6,18 @@ write the next controller epoch (naming this daemon's listener), then serve the
 controller requests that reach that listener.
 Losing the lease stops the host at once; a zombie that kept writing would be
 fenced by the broker and ignored on replay.
+
+While it does not hold the lease, the daemon is a hot standby (KRaft's standby
+controllers follow the metadata log): a thread folds ``__kc_metadata`` into the
+RocksDB cache and keeps the decoded state, then tails the log every 2 s. The
+activation's load continues that tail, so a takeover reads only what the log
+gained since, and a daemon that starts loads while its election is pending.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -20,14 +27,16 @@ import structlog
 from kafkacoord.coordinator.controller.config import ControllerConfig
 from kafkacoord.coordinator.controller.shard import ControllerShard
 from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.runtime.gc_pause import freeze_long_lived, gc_paused
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
 from kafkacoord.coordinator.runtime.shard import Request
 from kafkacoord.coordinator.runtime.writer import ShardWriter
 from kafkacoord.server.settings import Settings
 from kafkacoord.storage.cache import ShardId, StateCache
+from kafkacoord.storage.errors import LoadCancelledError
 from kafkacoord.storage.fold import metadata_policy
-from kafkacoord.storage.recovery import ShardRecovery
+from kafkacoord.storage.recovery import ShardLoad, ShardRecovery, ShardTail
 
 from .dispatch import reject
 from .election import ControllerElection
@@ -35,6 +44,10 @@ from .election import ControllerElection
 log = structlog.get_logger(__name__)
 
 RETRY_ACTIVATION_S = 1.0
+STANDBY_INTERVAL_S = 2.0
+# A standby pass that folded this many records froze them out of the collector's sight,
+# as a load does (see gc_pause).
+_FREEZE_AFTER_RECORDS = 10_000
 
 
 ElectionFactory = Callable[[Callable[[], None], Callable[[], None]], ControllerElection]
@@ -62,6 +75,7 @@ class ControllerService:
         incarnation: str | None = None,
         on_change: Callable[[bool], None] | None = None,
         observer: HostObserver | None = None,
+        standby_interval_s: float | None = STANDBY_INTERVAL_S,
     ) -> None:
         self.settings = settings
         self.config = config
@@ -81,11 +95,31 @@ class ControllerService:
         self._observer = observer
         self._lock = threading.Lock()
         self._closed = False
+        self._closing = threading.Event()
+        # The standby's tail of the metadata log; whoever holds the lock may use the cache.
+        self._tail: ShardTail | None = None
+        self._tail_lock = threading.Lock()
+        self._standby_interval_s = standby_interval_s
+        self._standby: threading.Thread | None = None
+        self.standby_passes = 0
 
     def start(self) -> ControllerService:
-        """Join the election: winning it activates the controller."""
+        """Start following the log (unless standby is off), then join the election:
+        winning it activates the controller."""
+        if self._standby_interval_s is not None:
+            self._standby = threading.Thread(
+                target=self._follow, args=(self._standby_interval_s,),
+                name="controller-standby", daemon=True,
+            )  # fmt: skip
+            self._standby.start()
         self._election = self._make_election(self._activate, self._deactivate)
         return self
+
+    @property
+    def standby_offset(self) -> int | None:
+        """How far the standby has folded the metadata log (None: not following)."""
+        tail = self._tail
+        return None if tail is None else tail.load.next_offset
 
     @property
     def active(self) -> bool:
@@ -97,6 +131,12 @@ class ControllerService:
         """This daemon holds the election lease (it may still be loading)."""
         election = self._election
         return election is not None and election.active
+
+    @property
+    def joined(self) -> bool:
+        """The election group has taken this daemon in (as the controller or a standby)."""
+        election = self._election
+        return election is not None and election.joined
 
     @property
     def epoch(self) -> int | None:
@@ -116,7 +156,7 @@ class ControllerService:
             store=self._cache.shard(ShardId(metadata, 0)),
             identity=self._identity,
             policy=metadata_policy(),
-            recover=lambda: self._recovery.recover([0], self._identity)[0],
+            recover=self._take_over,
             make_shard=lambda: ControllerShard(
                 self.config,
                 self.settings.node_id,
@@ -126,6 +166,48 @@ class ControllerService:
             ),
             make_writer=self._make_writer,
         )
+
+    # -- the standby ---------------------------------------------------------------------
+
+    def _follow(self, interval_s: float) -> None:
+        wait_s = 0.0  # the first pass at once: a starting daemon loads while it joins
+        while not self._closing.wait(wait_s):
+            wait_s = interval_s
+            with self._tail_lock:
+                if self._closed or not self._host_finished():
+                    continue  # the host owns the cache; it took (or drops) the tail
+                try:
+                    with gc_paused():
+                        self._tail = tail = self._recovery.follow(
+                            0, self._identity, self._tail, cancel=self._closing.is_set
+                        )
+                        # Before the collector is back: its first run would walk it all.
+                        if tail.load.stats.records >= _FREEZE_AFTER_RECORDS:
+                            freeze_long_lived()
+                except LoadCancelledError:
+                    self._tail = None
+                    return
+                except Exception as exc:
+                    # Dropped: the next pass (or the activation) starts from the checkpoint.
+                    log.warning("following the metadata log failed", error=str(exc))
+                    self._tail = None
+                    continue
+                self.standby_passes += 1
+
+    def _host_finished(self) -> bool:
+        host = self.host
+        return host is None or host.finished
+
+    def _take_over(self) -> ShardLoad:
+        """The activation's load (on the host's thread): the standby's tail to the end of
+        the log, or a whole load without one. Waits for a standby pass under way."""
+        asked = time.monotonic()
+        with self._tail_lock:
+            waited = time.monotonic() - asked
+            tail, self._tail = self._tail, None
+            load = self._recovery.follow(0, self._identity, tail).load
+        load.phases["standby_wait"] = waited
+        return load
 
     def _activate(self) -> None:
         with self._lock:
@@ -172,8 +254,13 @@ class ControllerService:
 
     def close(self) -> None:
         self._closed = True
+        self._closing.set()
         if self._election is not None:
             self._election.close()
         host = self.host
         if host is not None:
             host.stop()
+        if self._standby is not None and self._standby.is_alive():
+            # A pass stops at its next chunk; the owner closes the cache after this.
+            self._standby.join(timeout=60)
+        self._tail = None

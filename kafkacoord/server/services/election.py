@@ -36,6 +36,8 @@ class ControllerElection:
     ) -> None:
         self.topic = topic
         self.active = False
+        # Set once the group has given this member an assignment, maybe an empty one.
+        self.joined = False
         self._on_elected = on_elected
         self._on_lost = on_lost
         self._closing = threading.Event()
@@ -64,6 +66,7 @@ class ControllerElection:
         self._thread.start()
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.joined = True
         if partitions:
             consumer.pause(partitions)
         if any(p.partition == 0 for p in partitions) and not self.active:

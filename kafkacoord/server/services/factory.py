@@ -18,7 +18,7 @@ from kafkacoord.storage.clients import admin_client, replay_consumer
 from kafkacoord.storage.fold import FoldPolicy, metadata_policy, offsets_policy
 from kafkacoord.storage.recovery import DEFAULT_DELETE_RETENTION_MS, ShardRecovery
 
-from .controller import ControllerService
+from .controller import STANDBY_INTERVAL_S, ControllerService
 from .election import ControllerElection
 from .groups import GroupService
 from .topic_metadata import TopicWatcher
@@ -68,6 +68,7 @@ def controller_service(
         ),
         make_election=make_election, endpoint=endpoint, incarnation=incarnation,
         on_change=on_change, observer=observer,
+        standby_interval_s=STANDBY_INTERVAL_S if settings.controller_standby else None,
     )  # fmt: skip
 
 
