@@ -40,6 +40,11 @@ class _StatusFamilies:
         self.activations = counter(
             "kafkacoord_controller_activations", "Times this daemon became the controller."
         )
+        self.standby_offset = gauge(
+            "kafkacoord_controller_standby_offset",
+            "Metadata log offset this daemon's hot standby has folded up to; present only "
+            "while it follows the log (not the controller).",
+        )
         self.elections = counter(
             "kafkacoord_leader_elections",
             "Partition leader elections this daemon's controller decided, by kind.",
@@ -71,7 +76,8 @@ class _StatusFamilies:
 
     def all(self) -> list[Metric]:
         return [
-            self.started, self.active, self.epoch, self.activations, self.elections,
+            self.started, self.active, self.epoch, self.activations, self.standby_offset,
+            self.elections,
             self.shards, self.connections, self.accepted, self.refused, self.received,
             self.bad_frames, self.rejected,
         ]  # fmt: skip
@@ -96,6 +102,8 @@ class StatusCollector:
             if controller.epoch is not None:
                 f.epoch.add_metric([], controller.epoch)
             f.activations.add_metric([], controller.activations)
+            if controller.standby_offset is not None:
+                f.standby_offset.add_metric([], controller.standby_offset)
             for kind, count in sorted(controller.elections.items()):
                 f.elections.add_metric([kind], count)
         for state in HostState:

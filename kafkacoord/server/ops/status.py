@@ -26,6 +26,8 @@ class ControllerStatus:
     """The epoch it writes with, while active."""
     activations: int
     elections: Mapping[str, int] = field(default_factory=dict)
+    standby_offset: int | None = None
+    """How far the hot standby has folded the metadata log (None: not following)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,7 @@ class StatusSource:
                 epoch=controller.epoch,
                 activations=controller.activations,
                 elections=dict(controller.elections),
+                standby_offset=controller.standby_offset,
             )
         groups = self._groups()
         if groups is not None:

@@ -41,6 +41,7 @@ def test_status_of_the_active_controller() -> None:
     assert value("kafkacoord_controller_active") == 1
     assert value("kafkacoord_controller_epoch") == 7
     assert value("kafkacoord_controller_activations_total") == 2
+    assert value("kafkacoord_controller_standby_offset") is None  # the controller follows none
     assert value("kafkacoord_leader_elections_total", {"kind": "offline"}) == 3
     assert value("kafkacoord_leader_elections_total", {"kind": "preferred"}) == 1
     assert value("kafkacoord_shards", {"state": "ACTIVE"}) == 2
@@ -57,12 +58,14 @@ def test_status_of_the_active_controller() -> None:
 def test_a_standby_has_no_epoch_and_a_starting_daemon_no_controller() -> None:
     standby = DaemonStatus(
         node_id=2, started=True,
-        controller=ControllerStatus(elected=False, active=False, epoch=None, activations=0),
+        controller=ControllerStatus(elected=False, active=False, epoch=None, activations=0,
+                                    standby_offset=1234),
     )  # fmt: skip
     registry = CollectorRegistry()
     registry.register(StatusCollector(lambda: standby))
     assert registry.get_sample_value("kafkacoord_controller_active") == 0
     assert registry.get_sample_value("kafkacoord_controller_epoch") is None
+    assert registry.get_sample_value("kafkacoord_controller_standby_offset") == 1234
 
     starting = CollectorRegistry()
     starting.register(StatusCollector(lambda: DaemonStatus(node_id=2, started=False)))
