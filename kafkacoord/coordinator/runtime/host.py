@@ -33,7 +33,7 @@ from kafkacoord.codecs.fencing import controller_epoch_of
 from kafkacoord.codecs.models import AvroModel
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.storage.cache import Change, ShardStore
-from kafkacoord.storage.errors import AppendError, PoisonRecordError
+from kafkacoord.storage.errors import AppendError, LoadCancelledError, PoisonRecordError
 from kafkacoord.storage.fold import FoldPolicy
 from kafkacoord.storage.recovery import ShardLoad
 
@@ -250,6 +250,9 @@ class ShardHost:
             # Strict mode: the daemon already reports the record and stops; no traceback.
             failure = exc
             log.error("shard load stopped at a poison record", shard=self.name, error=str(exc))
+        except LoadCancelledError as exc:
+            failure = exc  # its owner is closing
+            log.info("shard load cancelled", shard=self.name)
         except Exception as exc:
             failure = exc
             log.exception("shard host failed", shard=self.name)
@@ -277,6 +280,8 @@ class ShardHost:
             log.error("shard writer fenced; stepping down", shard=self.name, error=str(exc))
         elif isinstance(exc, PoisonRecordError):
             log.error("shard load stopped at a poison record", shard=self.name, error=str(exc))
+        elif isinstance(exc, LoadCancelledError):
+            log.info("shard load cancelled", shard=self.name)
         else:
             log.error("shard host failed", shard=self.name, error=f"{type(exc).__name__}: {exc}",
                       exc_info=exc)  # fmt: skip

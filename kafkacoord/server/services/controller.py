@@ -205,7 +205,8 @@ class ControllerService:
         with self._tail_lock:
             waited = time.monotonic() - asked
             tail, self._tail = self._tail, None
-            load = self._recovery.follow(0, self._identity, tail).load
+            # A closing service stops the load between chunks: its owner closes the cache.
+            load = self._recovery.follow(0, self._identity, tail, cancel=self._closing.is_set).load
         load.phases["standby_wait"] = waited
         return load
 
