@@ -64,6 +64,16 @@ class Controllers:
         self.stack.callback(service.close)  # before the cache closes (callbacks run LIFO)
         return service.start()
 
+    def first_with_topic(self, partitions: int) -> tuple[ControllerService, ControllerAdmin]:
+        """An active controller (node 1), three registered nodes and a topic ``before``."""
+        first = self.start(1)
+        wait_until(lambda: first.active, 60, "the first controller")
+        admin = ControllerAdmin(self.bootstrap, self.topics, timeout_s=60)
+        self.stack.callback(admin.close)
+        _setup_cluster(admin)
+        admin.create_topic("before", partitions, 2)
+        return first, admin
+
     def log_end(self, node_id: int) -> int:
         checkpoint = self.caches[node_id].shard(ShardId(self.topics.metadata, 0)).checkpoint()
         assert checkpoint is not None
@@ -92,12 +102,7 @@ def _placement(service: ControllerService) -> dict[tuple[str, int], tuple[int, l
 
 
 def test_a_standby_takes_over_reading_only_the_logs_tail(controllers: Controllers) -> None:
-    first = controllers.start(1)
-    wait_until(lambda: first.active, 60, "the first controller")
-    admin = ControllerAdmin(controllers.bootstrap, controllers.topics, timeout_s=60)
-    controllers.stack.callback(admin.close)
-    _setup_cluster(admin)
-    admin.create_topic("before", 40, 2)
+    first, admin = controllers.first_with_topic(40)
 
     standby = controllers.start(2)
     wait_until(lambda: standby.joined, 60, "the standby in the election group")
@@ -127,12 +132,7 @@ def test_a_standby_takes_over_reading_only_the_logs_tail(controllers: Controller
 
 
 def test_without_standby_a_takeover_reads_the_whole_log(controllers: Controllers) -> None:
-    first = controllers.start(1)
-    wait_until(lambda: first.active, 60, "the first controller")
-    admin = ControllerAdmin(controllers.bootstrap, controllers.topics, timeout_s=60)
-    controllers.stack.callback(admin.close)
-    _setup_cluster(admin)
-    admin.create_topic("before", 20, 2)
+    first, _ = controllers.first_with_topic(20)
 
     cold = controllers.start(2, standby=False)
     wait_until(lambda: cold.joined, 60, "the second daemon in the election group")

@@ -233,15 +233,18 @@ def test_poison_records_are_counted_skipped_and_fatal_in_strict_mode(env: Env) -
     assert checkpoint is None or checkpoint.next_offset <= 1
 
 
+def node(epoch: int, rack: str) -> bytes:
+    """Node 3's record as the controller of ``epoch`` writes it."""
+    return encode_value(NodeValue(3, "inc", 1, False, 1, controller_epoch=epoch, rack=rack))
+
+
+def controller(epoch: int) -> bytes:
+    return encode_value(ControllerValue(epoch, epoch, f"inc{epoch}", epoch))
+
+
 def test_metadata_replay_ignores_a_stale_controllers_late_writes(env: Env) -> None:
     topic = env.topics.metadata
     node_key = encode_key(NodeKey(3))
-
-    def node(epoch: int, rack: str) -> bytes:
-        return encode_value(NodeValue(3, "inc", 1, False, 1, controller_epoch=epoch, rack=rack))
-
-    def controller(epoch: int) -> bytes:
-        return encode_value(ControllerValue(epoch, epoch, f"inc{epoch}", epoch))
 
     records: list[tuple[int, bytes | None, bytes | None]] = [
         (0, encode_key(ControllerKey()), controller(1)),
@@ -316,12 +319,6 @@ def test_a_followed_shard_continues_where_it_stood(env: Env) -> None:
 def test_a_followed_metadata_shard_keeps_its_fence_across_passes(env: Env) -> None:
     topic = env.topics.metadata
     node_key = encode_key(NodeKey(3))
-
-    def node(epoch: int, rack: str) -> bytes:
-        return encode_value(NodeValue(3, "inc", 1, False, 1, controller_epoch=epoch, rack=rack))
-
-    def controller(epoch: int) -> bytes:
-        return encode_value(ControllerValue(epoch, epoch, f"inc{epoch}", epoch))
 
     append_all(env.bootstrap, topic, [
         (0, encode_key(ControllerKey()), controller(1)),
