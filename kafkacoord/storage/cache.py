@@ -3,7 +3,6 @@
 Layout inside one RocksDB (raw bytes everywhere)::
 
     <shard> b"d" <record key>             -> <expires_at: i64 BE> <offset: i64 BE> <record value>
-    <shard> b"x" <expires_at: u64 BE> <record key> -> b""
     <shard> b"m" <name>                   -> checkpoint fields and the layout's format
 
 ``<shard>`` is ``len(topic): u8, topic, partition: u32 BE``, so one shard is one
@@ -13,6 +12,11 @@ as the records it covers, so the cache is always a prefix of the log. Each value
 keeps the offset it was written at, so the live keys can be written again in log
 order (the embedded broker's re-seed). A shard written in another format has no
 checkpoint: it is rebuilt from the log.
+
+Writes never read: a change is a put or a delete. (An index by expiry time, under
+``b"x"``, was kept until nothing read it: offsets expire in the group shards, from
+memory. Caches written before may still hold its entries; nothing reads them, and
+they go with the shard's next clear or rewrite.)
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from kafkacoord.codecs.models.base import slot_setters
 NO_EXPIRY: Final = -1
 _I64 = struct.Struct(">q")
 _U64 = struct.Struct(">Q")
-_DATA, _INDEX, _META = b"d", b"x", b"m"
+_DATA, _META = b"d", b"m"
 _META_OFFSET, _META_IDENTITY, _META_WRITTEN = b"offset", b"identity", b"written_ms"
 _META_FORMAT = b"format"
 FORMAT: Final = b"2"  # 2: values carry their log offset
@@ -158,17 +162,14 @@ class CacheBatch:
 
     def __init__(self) -> None:
         self._batches: dict[int, tuple[Rdict, WriteBatch, WriteOptions]] = {}
-        self._shards: set[tuple[int, bytes]] = set()
 
     def __bool__(self) -> bool:
         return bool(self._batches)
 
-    def batch_for(self, db: Rdict, shard_prefix: bytes, options: WriteOptions) -> WriteBatch:
-        """The write batch of ``db``; one shard staged twice is written out in between.
-        ``options`` (a synced WAL, say) are the database's: the same for all its shards."""
-        if (id(db), shard_prefix) in self._shards:
-            self.write()
-        self._shards.add((id(db), shard_prefix))
+    def batch_for(self, db: Rdict, options: WriteOptions) -> WriteBatch:
+        """The write batch of ``db``. ``options`` (a synced WAL, say) are the database's:
+        the same for all its shards. A shard staged twice ends as its second staging
+        says: a batch applies its operations in order."""
         entry = self._batches.get(id(db))
         if entry is None:
             entry = self._batches[id(db)] = (db, WriteBatch(raw_mode=True), options)
@@ -178,7 +179,6 @@ class CacheBatch:
         """Write everything staged; the batch is empty afterwards, even if a write fails."""
         batches = list(self._batches.values())
         self._batches.clear()
-        self._shards.clear()
         for db, batch, options in batches:
             db.write(batch, options)
 
@@ -192,7 +192,6 @@ class ShardStore:
         self.shard = shard
         self._prefix = shard.prefix
         self._data = self._prefix + _DATA
-        self._index = self._prefix + _INDEX
         self._meta = self._prefix + _META
 
     # -- reads ---------------------------------------------------------------
@@ -238,13 +237,6 @@ class ShardStore:
         found.sort(key=lambda e: e.offset)
         return found
 
-    def expiring_before(self, timestamp_ms: int) -> Iterator[tuple[int, bytes]]:
-        """(expires_at, record key) for every key expiring before ``timestamp_ms``: a range scan."""
-        skip = len(self._index)
-        end = self._index + _U64.pack(max(timestamp_ms, 0))
-        for key, _ in self._scan(self._index, end):
-            yield _U64.unpack_from(key, skip)[0], key[skip + _U64.size :]
-
     def count(self) -> int:
         return sum(1 for _ in self._scan(self._data))
 
@@ -266,17 +258,10 @@ class ShardStore:
         next_offset: int,
         identity: str,
         now_ms: int | None = None,
-        expiring: bool = True,
     ) -> None:
-        """Write ``changes`` and the checkpoint in one atomic batch.
-
-        Each key's old expiry entry is removed, so the index never points at a
-        value that has since changed or gone. A shard whose values never expire
-        (``expiring=False``: the metadata log) has no such entries, so its old
-        values are not read at all.
-        """
+        """Write ``changes`` and the checkpoint in one atomic batch."""
         batch = WriteBatch(raw_mode=True)
-        self._fill(batch, changes, next_offset, identity, now_ms, expiring=expiring)
+        self._fill(batch, changes, next_offset, identity, now_ms)
         self._db.write(batch, self._write_options)
 
     def stage(
@@ -287,15 +272,10 @@ class ShardStore:
         next_offset: int,
         identity: str,
         now_ms: int | None = None,
-        expiring: bool = True,
     ) -> None:
-        """As :meth:`apply`, but into ``staged``, written later with other shards' changes.
-
-        The old values are read now, so a shard already staged in ``staged`` is written
-        out first: its second staging then reads what the first one wrote.
-        """
-        batch = staged.batch_for(self._db, self._prefix, self._write_options)
-        self._fill(batch, changes, next_offset, identity, now_ms, expiring=expiring)
+        """As :meth:`apply`, but into ``staged``, written later with other shards' changes."""
+        batch = staged.batch_for(self._db, self._write_options)
+        self._fill(batch, changes, next_offset, identity, now_ms)
 
     def _fill(
         self,
@@ -304,40 +284,15 @@ class ShardStore:
         next_offset: int,
         identity: str,
         now_ms: int | None,
-        *,
-        expiring: bool,
     ) -> None:
-        keys = list(changes)
-        if keys and not expiring:
-            self._fill_without_expiry(batch, changes)
-        elif keys:
-            previous = self._get_many([self._data + k for k in keys])
-            for key, old in zip(keys, previous, strict=True):
-                if old is not None:
-                    old_expiry = _HEAD.unpack_from(old)[0]
-                    if old_expiry != NO_EXPIRY:
-                        batch.delete(self._index_key(old_expiry, key))
-                change = changes[key]
-                if change.value is None:
-                    if old is not None:
-                        batch.delete(self._data + key)
-                    continue
-                head = _HEAD.pack(change.expires_at, change.offset)
-                batch.put(self._data + key, head + change.value)
-                if change.expires_at != NO_EXPIRY:
-                    batch.put(self._index_key(change.expires_at, key), b"")
-        stamp = int(time.time() * 1000) if now_ms is None else now_ms
-        self._put_checkpoint(batch, next_offset, identity, stamp)
-
-    def _fill_without_expiry(self, batch: WriteBatch, changes: Mapping[bytes, Change]) -> None:
-        data = self._data
+        data, pack = self._data, _HEAD.pack
         for key, change in changes.items():
             if change.value is None:
                 batch.delete(data + key)  # deleting an absent key is harmless
-                continue
-            if change.expires_at != NO_EXPIRY:
-                raise ValueError("an expiring value in a shard written as never expiring")
-            batch.put(data + key, _HEAD.pack(NO_EXPIRY, change.offset) + change.value)
+            else:
+                batch.put(data + key, pack(change.expires_at, change.offset) + change.value)
+        stamp = int(time.time() * 1000) if now_ms is None else now_ms
+        self._put_checkpoint(batch, next_offset, identity, stamp)
 
     def _put_checkpoint(
         self, batch: WriteBatch, next_offset: int, identity: str, stamp: int
@@ -358,14 +313,8 @@ class ShardStore:
         for entry in entries:
             batch.put(self._data + entry.key,
                       _HEAD.pack(entry.expires_at, entry.offset) + entry.value)  # fmt: skip
-            if entry.expires_at != NO_EXPIRY:
-                batch.put(self._index_key(entry.expires_at, entry.key), b"")
         self._put_checkpoint(batch, next_offset, identity, int(time.time() * 1000))
         self._db.write(batch, self._write_options)
-
-    def _index_key(self, expires_at: int, key: bytes) -> bytes:
-        # Times before the epoch sort as 0: already expired, and unsigned-encodable.
-        return self._index + _U64.pack(max(expires_at, 0)) + key
 
     def clear(self) -> None:
         """Drop the whole shard, checkpoint included (before a rebuild)."""

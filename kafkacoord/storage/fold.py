@@ -72,7 +72,7 @@ class FoldPolicy:
 
     @property
     def expiring(self) -> bool:
-        """Whether any value may expire (if not, the cache skips its expiry bookkeeping)."""
+        """Whether any value may expire (if not, the fold does not ask for expiry times)."""
         return self.expiry is not _never_expires
 
 

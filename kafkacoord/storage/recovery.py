@@ -287,7 +287,6 @@ class ShardRecovery:
                     next_offset=chunk.next_offset,
                     identity=identity,
                     now_ms=self._clock_ms(),
-                    expiring=self._policy.expiring,
                 )
                 load.stats.add(stats)
                 written = time.monotonic()

@@ -35,7 +35,7 @@ from kafkacoord.codecs.models import (
 )
 from kafkacoord.spark.assignment import encode_assignment, render
 from kafkacoord.spark.views import read_view
-from kafkacoord.storage.cache import ShardId, StateCache
+from kafkacoord.storage.cache import NO_EXPIRY, ShardId, StateCache
 from kafkacoord.storage.topics import InternalTopics
 
 from .support import Raw, append, by, create_topic, record
@@ -246,13 +246,11 @@ def cache_records(cache: StateCache, topic: str, partitions: int, now_ms: int
     """(shard, key, value) of every live, unexpired record the cache holds."""
     found = []
     for p in range(partitions):
-        store = cache.shard(ShardId(topic, p))
-        expired = {k for _, k in store.expiring_before(now_ms + 1)}
-        for raw_key, raw_value in store.items():
-            if raw_key in expired:
-                continue
-            key = decode_key(raw_key)
-            found.append((p, key, decode_value(RecordType(raw_key[0]), raw_value)))
+        for entry in cache.shard(ShardId(topic, p)).entries():
+            if entry.expires_at != NO_EXPIRY and entry.expires_at <= now_ms:
+                continue  # expired
+            key = decode_key(entry.key)
+            found.append((p, key, decode_value(RecordType(entry.key[0]), entry.value)))
     return found
 
 

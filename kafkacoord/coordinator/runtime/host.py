@@ -547,11 +547,10 @@ class ShardHost:
             next_offset = max(next_offset, max(pending.offsets) + 1)
         store, identity, now = self.parts.store, self.parts.identity, self._clock_ms()
         if turn is None:
-            store.apply(changes, next_offset=next_offset, identity=identity, now_ms=now,
-                        expiring=policy.expiring)  # fmt: skip
+            store.apply(changes, next_offset=next_offset, identity=identity, now_ms=now)
         else:
             store.stage(turn.cache, changes, next_offset=next_offset, identity=identity,
-                        now_ms=now, expiring=policy.expiring)  # fmt: skip
+                        now_ms=now)  # fmt: skip
         finished = time.monotonic()
         for pending in durable:
             self.stats.batches += 1

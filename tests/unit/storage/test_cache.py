@@ -69,7 +69,6 @@ def test_empty_shard(store: ShardStore) -> None:
     assert store.get_many([b"a", b"b"]) == [None, None]
     assert store.expires_at(b"k") is None
     assert list(store.items()) == []
-    assert list(store.expiring_before(2**63)) == []
     assert store.count() == 0
 
 
@@ -184,14 +183,13 @@ def test_shards_are_isolated(cache: StateCache, first: ShardId, second: ShardId)
     assert list(two.items()) == [(b"k", b"two")]
     assert one.count() == 2
     assert two.count() == 1
-    assert list(one.expiring_before(100)) == [(10, b"k")]
-    assert list(two.expiring_before(100)) == [(20, b"k")]
+    assert (one.expires_at(b"k"), two.expires_at(b"k")) == (10, 20)
     assert one.checkpoint() == Checkpoint(5, "1", 1)
     assert two.checkpoint() == Checkpoint(7, "2", 2)
 
     two.apply({b"k": Change(None)}, next_offset=8, identity="2", now_ms=3)
     assert one.get(b"k") == b"one"
-    assert list(one.expiring_before(100)) == [(10, b"k")]
+    assert one.expires_at(b"k") == 10
 
 
 def test_clear_drops_one_shard_only(cache: StateCache) -> None:
@@ -203,16 +201,16 @@ def test_clear_drops_one_shard_only(cache: StateCache) -> None:
     assert one.checkpoint() is None
     assert one.get(b"a") is None
     assert one.count() == 0
-    assert list(one.expiring_before(100)) == []
+    assert one.expires_at(b"a") is None
     assert two.get(b"a") == b"2"
-    assert list(two.expiring_before(100)) == [(6, b"a")]
+    assert two.expires_at(b"a") == 6
     assert two.checkpoint() == Checkpoint(4, "y", 1)
     assert cache.shards() == [ShardId("t", 2)]
 
     # A cleared shard can be rebuilt from scratch.
     one.apply({b"b": Change(b"3", 9)}, next_offset=1, identity="x", now_ms=2)
     assert list(one.items()) == [(b"b", b"3")]
-    assert list(one.expiring_before(100)) == [(9, b"b")]
+    assert one.expires_at(b"b") == 9
 
 
 def test_shards_lists_shards_with_data(cache: StateCache) -> None:
@@ -229,71 +227,39 @@ def test_shards_lists_shards_with_data(cache: StateCache) -> None:
     assert ShardId("t", 0) not in listed
 
 
-# -- expiry index -----------------------------------------------------------------------
+# -- expiry times ----------------------------------------------------------------------
 
 
-def test_expiring_before_is_exclusive_and_time_ordered(store: ShardStore) -> None:
-    _apply(
-        store,
-        {
-            b"z": Change(b"1", 10),
-            b"a": Change(b"2", 30),
-            b"m": Change(b"3", 20),
-            b"b": Change(b"4", 20),
-            b"n": Change(b"5"),
-        },
-    )
-    assert list(store.expiring_before(10)) == []
-    assert list(store.expiring_before(11)) == [(10, b"z")]
-    assert list(store.expiring_before(20)) == [(10, b"z")]
-    assert list(store.expiring_before(21)) == [(10, b"z"), (20, b"b"), (20, b"m")]
-    assert list(store.expiring_before(2**63)) == [(10, b"z"), (20, b"b"), (20, b"m"), (30, b"a")]
-    assert list(store.expiring_before(0)) == []
-    assert list(store.expiring_before(-5)) == []
-
-
-def test_expiry_zero_and_empty_key(store: ShardStore) -> None:
-    _apply(store, {b"": Change(b"e", 0), b"k": Change(b"v", 1)})
-    assert list(store.expiring_before(0)) == []
-    assert list(store.expiring_before(1)) == [(0, b"")]
-    assert list(store.expiring_before(2)) == [(0, b""), (1, b"k")]
-
-
-def test_new_expiry_replaces_old_index_entry(store: ShardStore) -> None:
-    _apply(store, {b"k": Change(b"v1", 10)})
+def test_each_write_keeps_the_values_own_expiry(store: ShardStore) -> None:
+    _apply(store, {b"": Change(b"e", 0), b"k": Change(b"v1", 10), b"n": Change(b"5")})
+    assert (store.expires_at(b""), store.expires_at(b"k"), store.expires_at(b"n")) == (
+        0, 10, NO_EXPIRY,
+    )  # fmt: skip
     _apply(store, {b"k": Change(b"v2", 50)}, offset=2)
-    assert list(store.expiring_before(2**63)) == [(50, b"k")]
     assert store.expires_at(b"k") == 50
-
-
-def test_same_expiry_rewrite_keeps_index_entry(store: ShardStore) -> None:
-    _apply(store, {b"k": Change(b"v1", 10)})
-    _apply(store, {b"k": Change(b"v2", 10)}, offset=2)
-    assert list(store.expiring_before(11)) == [(10, b"k")]
-    assert store.get(b"k") == b"v2"
-
-
-def test_tombstone_removes_index_entry(store: ShardStore) -> None:
-    _apply(store, {b"k": Change(b"v", 10), b"other": Change(b"o", 10)})
-    _apply(store, {b"k": Change(None)}, offset=2)
-    assert list(store.expiring_before(2**63)) == [(10, b"other")]
-
-
-def test_no_expiry_removes_index_entry(store: ShardStore) -> None:
-    _apply(store, {b"k": Change(b"v", 10)})
-    _apply(store, {b"k": Change(b"v2", NO_EXPIRY)}, offset=2)
-    assert list(store.expiring_before(2**63)) == []
+    _apply(store, {b"k": Change(b"v3", NO_EXPIRY)}, offset=3)
     assert store.expires_at(b"k") == NO_EXPIRY
-    # ...and back to expiring again.
-    _apply(store, {b"k": Change(b"v3", 7)}, offset=3)
-    assert list(store.expiring_before(2**63)) == [(7, b"k")]
+    _apply(store, {b"k": Change(None)}, offset=4)
+    assert store.expires_at(b"k") is None
+
+
+def test_writes_ignore_entries_of_the_retired_expiry_index(cache: StateCache) -> None:
+    # Caches written before kept an index by expiry time under b"x": nothing reads it.
+    store = cache.shard(A)
+    cache._db.put(A.prefix + b"x" + (10).to_bytes(8, "big") + b"k", b"")
+    _apply(store, {b"k": Change(b"v", 20)})
+    assert list(store.items()) == [(b"k", b"v")]
+    assert [e.key for e in store.entries()] == [b"k"]
+    assert store.count() == 1
+    assert cache.shards() == [A]
+    store.clear()
+    assert cache.shards() == []  # the clear takes them with it
 
 
 # -- random sequences against a dict model ----------------------------------------------
 
 MODEL_KEYS = [b"", b"a", b"ab", b"b", b"\x00", b"\xff", b"\xff\x00", b"k" * 40]
 EXPIRIES = [NO_EXPIRY, 0, 1, 5, 9, 10, 2**32, 2**63 - 1]
-PROBES = [0, 1, 2, 5, 6, 10, 11, 2**32, 2**32 + 1, 2**63 - 1, 2**63, 2**64 - 1]
 changes = st.one_of(
     st.builds(Change, st.none()),
     st.builds(Change, st.binary(max_size=8), st.sampled_from(EXPIRIES)),
@@ -339,15 +305,12 @@ def test_random_apply_sequence_matches_dict_model(
         assert list(store.items(prefix)) == sorted(
             (k, c.value) for k, c in model.items() if k.startswith(prefix)
         )
-    expiring = sorted((c.expires_at, k) for k, c in model.items() if c.expires_at != NO_EXPIRY)
-    for probe in PROBES:
-        assert list(store.expiring_before(probe)) == [(e, k) for e, k in expiring if e < probe]
     if sequence:
         assert store.checkpoint() == Checkpoint(len(sequence), f"id{len(sequence)}", len(sequence))
     else:
         assert store.checkpoint() is None
     assert list(neighbour.items()) == [(b"a", b"n")]
-    assert list(neighbour.expiring_before(2**63)) == [(3, b"a")]
+    assert neighbour.expires_at(b"a") == 3
 
 
 # -- negative expiry --------------------------------------------------------------------
@@ -358,8 +321,7 @@ def test_negative_expiry_other_than_no_expiry_is_stored(store: ShardStore) -> No
     assert store.get(b"k") == b"v"
     assert store.get(b"j") == b"w"
     assert store.checkpoint() == Checkpoint(3, "i", 1)
-    # A time before the epoch is already expired.
-    assert list(store.expiring_before(1)) == [(0, b"k")]
+    assert (store.expires_at(b"k"), store.expires_at(b"j")) == (-2, NO_EXPIRY)
 
 
 # -- persistence ------------------------------------------------------------------------
@@ -378,7 +340,7 @@ def test_data_survives_close_and_reopen(tmp_path: Path) -> None:
     with StateCache(str(path)) as second:
         store = second.shard(A)
         assert list(store.items()) == [(b"a", b"1")]
-        assert list(store.expiring_before(100)) == [(10, b"a")]
+        assert store.expires_at(b"a") == 10
         assert store.checkpoint() == Checkpoint(12, "id", 7)
         assert second.shard(B).get(b"c") == b"3"
         assert set(second.shards()) == {A, B}
@@ -413,8 +375,7 @@ def test_rewrite_replaces_the_shard_and_its_checkpoint(cache: StateCache) -> Non
     _apply(other, {b"keep": Change(b"y")})
     store.rewrite([Entry(b"k", b"v", 0, NO_EXPIRY)], next_offset=1, identity="new-id")
     assert [(e.key, e.offset) for e in store.entries()] == [(b"k", 0)]
-    assert store.get(b"old") is None
-    assert list(store.expiring_before(10**6)) == []  # the old key's expiry entry went too
+    assert store.get(b"old") is None and store.expires_at(b"old") is None
     checkpoint = store.checkpoint()
     assert checkpoint is not None and (checkpoint.next_offset, checkpoint.identity) == (1, "new-id")
     assert other.get(b"keep") == b"y"
@@ -459,22 +420,22 @@ def test_staged_changes_of_many_shards_appear_together_on_write(cache: StateCach
     assert (a.get(b"k"), b.get(b"k")) == (b"va", b"vb")
     assert a.checkpoint() == Checkpoint(3, "topic-id", 1_000)
     assert b.checkpoint() == Checkpoint(7, "topic-id", 1_000)
-    assert list(a.expiring_before(100)) == [(50, b"k")]
+    assert a.expires_at(b"k") == 50
 
 
-def test_a_shard_staged_twice_is_written_in_between(cache: StateCache) -> None:
-    """The second staging reads the first one's values: no stale expiry index entry."""
+def test_a_shard_staged_twice_ends_as_its_second_staging(cache: StateCache) -> None:
     a, b = cache.shard(A), cache.shard(B)
     staged = CacheBatch()
-    _stage(a, staged, {b"k": Change(b"v1", 10)}, 2)
+    _stage(a, staged, {b"k": Change(b"v1", 10), b"gone": Change(b"g")}, 2)
     _stage(b, staged, {b"x": Change(b"y")}, 1)
-    _stage(a, staged, {b"k": Change(b"v2", 20)}, 3)
-    assert b.get(b"x") == b"y"  # written out with the first staging of A
+    _stage(a, staged, {b"k": Change(b"v2", 20), b"gone": Change(None)}, 3)
+    assert a.get(b"k") is None and b.get(b"x") is None  # one write, at the end
     staged.write()
-    assert a.get(b"k") == b"v2"
-    assert list(a.expiring_before(100)) == [(20, b"k")]
+    assert list(a.items()) == [(b"k", b"v2")]
+    assert a.expires_at(b"k") == 20
     checkpoint = a.checkpoint()
     assert checkpoint is not None and checkpoint.next_offset == 3
+    assert b.get(b"x") == b"y"
 
 
 def test_staging_matches_applying(tmp_path: Path) -> None:
@@ -488,26 +449,4 @@ def test_staging_matches_applying(tmp_path: Path) -> None:
         staged.write()
         for cache in (x, y):
             assert list(cache.shard(A).items()) == [(b"a", b"1"), (b"c", b"3")]
-            assert list(cache.shard(A).expiring_before(100)) == [(5, b"a")]
-
-
-def test_a_never_expiring_shard_skips_expiry_bookkeeping_with_the_same_result(
-    cache: StateCache,
-) -> None:
-    checked, unchecked = cache.shard(ShardId("a", 0)), cache.shard(ShardId("b", 0))
-    steps = [
-        {b"k1": Change(b"v1", offset=1), b"k2": Change(b"v2", offset=2)},
-        {b"k1": Change(None), b"k3": Change(b"v3", offset=3), b"gone": Change(None)},
-        {b"k2": Change(b"v2'", offset=4)},
-    ]
-    for offset, changes in enumerate(steps, start=1):
-        checked.apply(changes, next_offset=offset, identity="id", now_ms=5)
-        unchecked.apply(changes, next_offset=offset, identity="id", now_ms=5, expiring=False)
-    assert list(unchecked.items()) == list(checked.items()) == [(b"k2", b"v2'"), (b"k3", b"v3")]
-    assert unchecked.entries() == checked.entries()
-    assert unchecked.checkpoint() == checked.checkpoint()
-
-    with pytest.raises(ValueError, match="never expiring"):
-        unchecked.apply({b"k4": Change(b"v4", expires_at=10)}, next_offset=9, identity="id",
-                        expiring=False)  # fmt: skip
-    assert unchecked.get(b"k4") is None and unchecked.checkpoint() == checked.checkpoint()
+            assert cache.shard(A).entries() == x.shard(A).entries()
