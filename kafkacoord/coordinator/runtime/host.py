@@ -32,7 +32,7 @@ from kafkacoord.codecs import CodecError, decode_record, encode_record
 from kafkacoord.codecs.fencing import controller_epoch_of
 from kafkacoord.codecs.models import AvroModel
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
-from kafkacoord.storage.cache import Change, ShardStore
+from kafkacoord.storage.cache import Change, ShardStore, new_change
 from kafkacoord.storage.errors import AppendError, LoadCancelledError, PoisonRecordError
 from kafkacoord.storage.fold import FoldPolicy
 from kafkacoord.storage.recovery import ShardLoad
@@ -534,7 +534,7 @@ class ShardHost:
         if not durable:
             return
         changes: dict[bytes, Change] = {}
-        policy = self.parts.policy
+        expiry = self.parts.policy.expiry
         next_offset = 0
         for pending in durable:
             for record, (key, value), offset in zip(
@@ -543,7 +543,7 @@ class ShardHost:
                 if value is None or record.value is None:
                     changes[key] = Change(None)
                 else:
-                    changes[key] = Change(value, policy.expiry(record.key, record.value), offset)
+                    changes[key] = new_change(value, expiry(record.key, record.value), offset)
             next_offset = max(next_offset, max(pending.offsets) + 1)
         store, identity, now = self.parts.store, self.parts.identity, self._clock_ms()
         if turn is None:
