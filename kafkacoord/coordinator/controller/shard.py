@@ -33,7 +33,11 @@ from typing import Any
 from kafkacoord.codecs.models import PartitionKey, PartitionValue
 from kafkacoord.coordinator.protocol import CONTROLLER_APIS, Body, Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import controller_api as api
-from kafkacoord.coordinator.runtime.gc_pause import freeze_long_lived, gc_paused
+from kafkacoord.coordinator.runtime.gc_pause import (
+    FREEZE_AFTER_RECORDS,
+    freeze_long_lived,
+    gc_paused,
+)
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result
 from kafkacoord.coordinator.runtime.timers import Timers
 
@@ -59,7 +63,6 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Batch, Any], Body]
 
 # A result this large (a failover, a big topic) is mostly new long-lived image state.
-_FREEZE_AFTER_RECORDS = 10_000
 
 
 def _no_replies(action: Callable[[], None]) -> list[Reply]:
@@ -330,7 +333,7 @@ class ControllerShard:
     def _result(self, batch: Batch, *replies: Reply) -> Result:
         """The records and replies, and the elections they decide counted once durable (a
         load replays history, so only this controller's own decisions are counted)."""
-        if self.config.pause_gc_in_handlers and len(batch.records) >= _FREEZE_AFTER_RECORDS:
+        if self.config.pause_gc_in_handlers and len(batch.records) >= FREEZE_AFTER_RECORDS:
             # Before the collector sees the batch's allocations as a quarter of the heap
             # and walks all of it (0.9 s at a million partitions): see runtime/gc_pause.py.
             freeze_long_lived()

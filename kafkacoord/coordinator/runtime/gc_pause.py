@@ -23,7 +23,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["freeze_long_lived", "gc_paused", "thaw"]
+__all__ = ["FREEZE_AFTER_RECORDS", "freeze_long_lived", "gc_paused", "thaw"]
+
+# A batch or load of this many records is mostly new long-lived state: freeze after it.
+FREEZE_AFTER_RECORDS = 10_000
 
 
 _pause_lock = threading.Lock()

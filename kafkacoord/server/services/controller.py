@@ -27,7 +27,11 @@ import structlog
 from kafkacoord.coordinator.controller.config import ControllerConfig
 from kafkacoord.coordinator.controller.shard import ControllerShard
 from kafkacoord.coordinator.protocol import ErrorCode
-from kafkacoord.coordinator.runtime.gc_pause import freeze_long_lived, gc_paused
+from kafkacoord.coordinator.runtime.gc_pause import (
+    FREEZE_AFTER_RECORDS,
+    freeze_long_lived,
+    gc_paused,
+)
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
 from kafkacoord.coordinator.runtime.shard import Request
@@ -45,9 +49,6 @@ log = structlog.get_logger(__name__)
 
 RETRY_ACTIVATION_S = 1.0
 STANDBY_INTERVAL_S = 2.0
-# A standby pass that folded this many records froze them out of the collector's sight,
-# as a load does (see gc_pause).
-_FREEZE_AFTER_RECORDS = 10_000
 
 
 ElectionFactory = Callable[[Callable[[], None], Callable[[], None]], ControllerElection]
@@ -182,7 +183,7 @@ class ControllerService:
                             0, self._identity, self._tail, cancel=self._closing.is_set
                         )
                         # Before the collector is back: its first run would walk it all.
-                        if tail.load.stats.records >= _FREEZE_AFTER_RECORDS:
+                        if tail.load.stats.records >= FREEZE_AFTER_RECORDS:
                             freeze_long_lived()
                 except LoadCancelledError:
                     self._tail = None
