@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,34 @@ def cpu_seconds(pid: int) -> float:
     """User plus system CPU of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """User plus system CPU of each of a process's threads so far, by native thread id."""
+    used: dict[int, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        used[int(task.name)] = (int(fields[11]) + int(fields[12])) / _TICKS
+    return used
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """Python thread names by native thread id, from ``py-spy dump`` (empty without it)."""
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    try:
+        command = [exe, "dump", "--pid", str(pid), "--nonblocking"]
+        out = subprocess.run(command, check=False, capture_output=True, text=True, timeout=30)
+        text = out.stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    names: dict[int, str] = {}
+    for match in re.finditer(r'^Thread (0x[0-9A-Fa-f]+|\d+) \(\w+\): "([^"]*)"', text, re.M):
+        ident = match.group(1)
+        names[int(ident, 16) if ident.startswith("0x") else int(ident)] = match.group(2)
+    return names
 
 
 def py_spy(pid: int, path: str, seconds: float | None = None) -> subprocess.Popen[bytes]:

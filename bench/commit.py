@@ -22,6 +22,7 @@ Also measured, to show where the time goes (all on the same cores):
                        native commit
 - broker_cpu_ratio:    the broker's CPU per kafkacoord commit / its CPU per raw append
 - daemon_us_per_commit: the daemon's CPU per commit at peak, in microseconds
+- daemon_threads_us:   the same, per thread (librdkafka's own threads show as native-<tid>)
 - latency_curve:       p50/p99 and CPU per commit with load paced at an eighth and a
                        quarter of the peak
 
@@ -41,7 +42,16 @@ from collections import deque
 from concurrent.futures import Future
 from pathlib import Path
 
-from benchlib import BROKERS, broker_for, cpu_seconds, log, py_spy, start_daemon
+from benchlib import (
+    BROKERS,
+    broker_for,
+    cpu_seconds,
+    log,
+    py_spy,
+    start_daemon,
+    thread_cpu_seconds,
+    thread_names,
+)
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -221,6 +231,18 @@ def native_commits(
     return sum(counts), time.perf_counter() - started
 
 
+def per_thread_us(pid: int, before: dict[int, float], commits: int) -> dict[str, float]:
+    """The daemon's CPU per commit in each thread that used any (named by py-spy)."""
+    after, names = thread_cpu_seconds(pid), thread_names(pid)
+    used: dict[str, float] = {}
+    for tid, seconds in after.items():
+        spent = (seconds - before.get(tid, 0.0)) * 1e6 / max(commits, 1)
+        if spent >= 0.5:
+            name = names.get(tid, f"native-{tid}")
+            used[name] = round(used.get(name, 0.0) + spent, 1)
+    return dict(sorted(used.items(), key=lambda item: -item[1]))
+
+
 def run(
     bootstrap: str, broker_pid: int, args: argparse.Namespace, data_dir: Path
 ) -> dict[str, object]:
@@ -252,13 +274,16 @@ def run(
         raw_broker = meter.per_op_ms(raw_done)["broker"]
         log(f"raw: {raw:.0f}/s")
         profiler = py_spy(daemon.pid, args.profile, seconds) if args.profile else None
+        threads_before = thread_cpu_seconds(daemon.pid)
         meter.start()
         done, elapsed, _ = kafkacoord_commits(client, seconds, concurrency)
         meter.stop()
+        threads = per_thread_us(daemon.pid, threads_before, done)
         if profiler is not None:
             profiler.wait(60)
         peak = done / elapsed
         cpu_per_commit = meter.per_op_ms(done)
+        log(f"daemon threads, µs per commit: {threads}")
         log(f"kafkacoord peak: {peak:.0f}/s, CPU ms per commit {cpu_per_commit}")
         done, elapsed, latencies = kafkacoord_commits(client, seconds, concurrency, rate=peak / 2)
         half = percentiles(latencies)
@@ -316,6 +341,7 @@ def run(
             "native_commit": native_broker,
         },
         "latency_curve": curve,
+        "daemon_threads_us": threads,
         **(
             {
                 "native_consumer_protocol_rate": round(native_848),

@@ -23,6 +23,8 @@ from typing import Any, cast
 
 import structlog
 
+from kafkacoord.loops import new_event_loop
+
 from .frames import (
     DEFAULT_MAX_FRAME_BYTES,
     INVALID_REQUEST,
@@ -220,15 +222,6 @@ _SHORT = {
 }
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
-    """uvloop where it is installed (about half the loop's CPU per request), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
 class Listener:
     """A daemon's asyncio TCP (optionally TLS) listener for framed requests."""
 
@@ -277,7 +270,7 @@ class Listener:
         return self
 
     def _run(self) -> None:
-        loop = _new_loop()
+        loop = new_event_loop()
         self.loop = loop
         self.thread_id = threading.get_ident()
         try:

@@ -8,9 +8,9 @@ top of any Kafka-compatible broker:
   gave this daemon; every later record carries that epoch in a header. Readers
   ignore records of a lower epoch that follow a newer ``ShardLeader``
   (:mod:`kafkacoord.storage.fencing`).
-- Batches are pipelined on one idempotent producer, so the broker keeps them in
-  order with no gaps or duplicates, and a batch completes without waiting for the
-  ones after it. All the shards of a daemon share that producer
+- Batches are pipelined on one idempotent producer session, so the broker keeps
+  them in order with no gaps or duplicates, and a batch completes without waiting
+  for the ones after it. All the shards of a daemon share that session
   (:class:`SharedProducer`), so their appends travel in the same requests.
 - Before a batch is reported durable, the writer checks that nobody else wrote
   between its previous record and this batch. Only this daemon writes to the
@@ -22,111 +22,67 @@ top of any Kafka-compatible broker:
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import cast
 
 import structlog
-from confluent_kafka import KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
-from kafkacoord.storage.clients import durable_producer, replay_consumer
+from kafkacoord.storage.batch_producer import IoLoop, ProducerSession
+from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.errors import AppendError
 from kafkacoord.storage.fencing import epoch_headers, marker_epoch
+from kafkacoord.storage.produce_wire import Header
 
-from .writer import Delivered, RawRecord, WriterFencedError, append_error
+from .writer import Delivered, RawRecord, WriterFencedError
 
 log = structlog.get_logger(__name__)
 
 
-class _Batch:
-    """One batch's records, counted back by one delivery callback shared by all of them."""
-
-    __slots__ = ("complete", "done", "error", "offsets", "remaining")
-
-    def __init__(self, count: int, done: Delivered, complete: Callable[[_Batch], None]) -> None:
-        self.offsets: list[int] = []
-        self.remaining = count
-        self.error: KafkaError | None = None
-        self.done = done
-        self.complete = complete
-
-    def delivered(self, err: KafkaError | None, msg: Message) -> None:
-        """Each record's report, on the delivery thread; the last one completes the batch."""
-        if err is not None:
-            self.error = self.error or err
-        else:
-            self.offsets.append(cast(int, msg.offset()))
-        self.remaining -= 1
-        if self.remaining == 0:
-            self.offsets.sort()  # a partition's reports come in order; sorting makes sure
-            self.complete(self)
-
-
 class SharedProducer:
-    """One idempotent ``acks=all`` producer and its delivery thread, for many writers.
+    """One batch producer session and its I/O thread, for many writers.
 
     The processor submits the appends of every shard of a turn together
-    (:mod:`.turn`). librdkafka sends one produce request per partition, and the
-    broker's cost is mostly per request, so a short linger (half a millisecond)
-    lets a partition's records of the next groups in flight join the same
-    request: 2.7-3 records per request rather than 1.8-2 with none.
-    A producer that hit a fatal error is replaced for the writers opened after it;
-    the delivery thread serves the old one until every record it held is reported,
-    so every batch is finished (a turn's group waits for all of its batches).
+    (:mod:`.turn`); the session sends every partition's batch that waits for a broker
+    in one produce request, and reports each batch once
+    (:mod:`kafkacoord.storage.batch_producer`). A session with a failed partition
+    takes no new writers: the next writer opened (a shard reloading after the
+    failure) gets a new session, with a new producer id. The old one closes its
+    connections once what it has in flight is answered.
     """
 
-    def __init__(
-        self, bootstrap: str, client_id: str, *, linger_ms: float = 0.5, timeout_s: float = 30.0
-    ) -> None:
+    def __init__(self, bootstrap: str, client_id: str, *, timeout_s: float = 30.0) -> None:
         self.bootstrap = bootstrap
         self.client_id = client_id
         self.timeout_s = timeout_s
-        self._config = {"message.timeout.ms": int(timeout_s * 1000)}
-        self._linger_ms = linger_ms
         self._lock = threading.Lock()
-        self._producer = self._new()
-        self._retired: list[Producer] = []
-        self._fatal = False
-        self._closed = threading.Event()
-        self._poller = threading.Thread(target=self._poll, name=f"{client_id}-deliveries")
-        self._poller.daemon = True
-        self._poller.start()
+        self._io = IoLoop(f"{client_id}-io")
+        self._session: ProducerSession | None = None
+        self._retired: list[ProducerSession] = []
 
-    def _new(self) -> Producer:
-        return durable_producer(
-            self.bootstrap, self.client_id, linger_ms=self._linger_ms, **self._config
-        )
-
-    def producer(self) -> Producer:
-        """The producer for a new writer: a fresh one if the last one failed fatally."""
+    def producer(self) -> ProducerSession:
+        """The session for a new writer: a new one if the last one failed."""
         with self._lock:
-            if self._fatal:
-                old, self._producer, self._fatal = self._producer, self._new(), False
-                self._retired.append(old)
-            return self._producer
-
-    def failed(self, error: KafkaError) -> None:
-        if error.fatal():
-            with self._lock:
-                self._fatal = True
-
-    def _poll(self) -> None:
-        while not self._closed.is_set():
-            with self._lock:
-                producer, retired = self._producer, list(self._retired)
-            for old in retired:
-                old.poll(0)
-                if len(old) == 0:
-                    with self._lock:
-                        self._retired.remove(old)
-            producer.poll(0.05)
+            session = self._session
+            if session is None or not session.healthy:
+                if session is not None:
+                    session.retire()
+                    self._retired.append(session)
+                session = self._session = ProducerSession(
+                    self._io, self.bootstrap, self.client_id, timeout_s=self.timeout_s
+                )
+            return session
 
     def close(self) -> None:
-        self._closed.set()
-        self._poller.join(5)
-        for producer in [*self._retired, self._producer]:
-            producer.flush(5)
+        with self._lock:
+            sessions = [*self._retired, *([self._session] if self._session else [])]
+            self._session, self._retired = None, []
+        for session in sessions:
+            session.close()
+        self._io.close()
 
 
 class LeaderEpochWriter:
@@ -146,9 +102,10 @@ class LeaderEpochWriter:
         self.partition = partition
         self.epoch = epoch
         self._shared = shared
-        self._producer = shared.producer()
+        self._session = shared.producer()
+        self._session.prepare(topic, partition)
         self._timeout_s = shared.timeout_s
-        self._headers = epoch_headers(epoch)
+        self._headers = cast(list[Header], epoch_headers(epoch))
         self._next_offset: int | None = None  # after our last record; None until the marker
         self._failure: AppendError | None = None  # sticky: later batches fail too
         self._outstanding = 0
@@ -171,20 +128,12 @@ class LeaderEpochWriter:
         if self._failure is not None:  # fenced or broken: append nothing more
             done([], self._failure)
             return
-        batch = _Batch(len(records), done, self._complete)
         with self._idle:
             self._outstanding += 1
-        callback = batch.delivered
-        for key, value in records:
-            while True:
-                try:
-                    self._producer.produce(
-                        self.topic, value, key, self.partition,
-                        on_delivery=callback, headers=self._headers,
-                    )  # fmt: skip
-                    break
-                except BufferError:
-                    time.sleep(0.001)  # the delivery thread drains the queue
+        self._session.append(
+            self.topic, self.partition, records, self._headers,
+            functools.partial(self._complete, len(records), done),
+        )  # fmt: skip
 
     def write(self, records: Sequence[RawRecord]) -> list[int]:
         finished = threading.Event()
@@ -209,29 +158,28 @@ class LeaderEpochWriter:
 
     # -- the delivery thread -----------------------------------------------------------
 
-    def _complete(self, batch: _Batch) -> None:
-        where = f"append to {self.topic}-{self.partition}"
-        if self._failure is None and batch.error is not None:
-            self._shared.failed(batch.error)
-            self._failure = append_error(batch.error, where)
+    def _complete(self, count: int, done: Delivered, base: int, error: AppendError | None) -> None:
+        if self._failure is None and error is not None:
+            self._failure = error
+        offsets = list(range(base, base + count))
         if self._failure is None:
             try:
-                self._check_consecutive(batch.offsets)
+                self._check_consecutive(offsets)
             except AppendError as exc:
                 self._failure = exc
         if self._failure is not None:
-            batch.done([], self._failure)
+            done([], self._failure)
         else:
-            batch.done(batch.offsets, None)
+            done(offsets, None)
         with self._idle:
             self._outstanding -= 1
             self._idle.notify_all()
 
     def _check_consecutive(self, offsets: list[int]) -> None:
-        for offset in offsets:
-            if self._next_offset is not None and offset != self._next_offset:
-                self._inspect_gap(self._next_offset, offset)
-            self._next_offset = offset + 1
+        # A batch's offsets are consecutive: only its first can follow a gap.
+        if self._next_offset is not None and offsets[0] != self._next_offset:
+            self._inspect_gap(self._next_offset, offsets[0])
+        self._next_offset = offsets[-1] + 1
 
     def _inspect_gap(self, start: int, end: int) -> None:
         """Someone else appended in [start, end): fenced if it holds a newer leader."""

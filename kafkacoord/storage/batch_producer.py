@@ -1,0 +1,425 @@
+"""An idempotent ``acks=all`` producer whose unit is a batch, not a record.
+
+A group shard appends whole batches and needs one outcome per batch: its base offset
+(the fencing check wants every offset) or the error that lost it. librdkafka reports
+every record through a Python callback on its delivery thread, and sends one produce
+request per partition; at peak those per-record reports and hand-overs cost more
+daemon CPU than the rest of a commit. This producer speaks the two Kafka APIs it
+needs (:mod:`.produce_wire`) on an event loop of its own:
+
+- Every batch queued for a broker while a request to it is in flight goes into the
+  next request: one produce request for every partition (group commit without a
+  linger), each partition's batches merged into one record batch.
+- Sequence numbers make the broker drop a duplicate and refuse a gap, as with any
+  idempotent producer. There are no retries: an append that failed, or whose
+  outcome is unknown, fails its partition for good in this session (later appends
+  to it fail at once), and the caller opens a new session (a new producer id) to
+  write again. A lost connection fails the whole session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import structlog
+from confluent_kafka import KafkaException
+
+from kafkacoord.loops import new_event_loop
+
+from . import produce_wire as wire
+from .clients import admin_client
+from .errors import AppendError
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+TopicPartition = tuple[str, int]
+# Called once on the producer's thread: the batch's base offset, or the error that lost it.
+BatchDone = Callable[[int, AppendError | None], None]
+
+_MAX_SEQUENCE = 2**31 - 1
+# Kafka error codes a caller may retry (with a new session): leadership moved, too few
+# replicas, a timeout, a storage hiccup.
+_RETRIABLE = {3, 5, 6, 7, 8, 13, 14, 15, 19, 20, 56}
+
+
+def produce_error(code: int, where: str) -> AppendError:
+    return AppendError(f"{where}: broker error {code}", retriable=code in _RETRIABLE)
+
+
+class IoLoop:
+    """An event loop on a thread of its own, for the producer's connections."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
+        """Run ``coro`` on the loop and wait for it (never from the loop's own thread)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+
+    async def _cancel_tasks(self) -> None:
+        tasks = [t for t in asyncio.all_tasks(self.loop) if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def post(self, callback: Callable[[], None]) -> None:
+        self.loop.call_soon_threadsafe(callback)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # a loop that is stuck is left to the exit
+            self.call(self._cancel_tasks(), 5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+@dataclass(slots=True)
+class _Append:
+    partition: TopicPartition
+    records: Sequence[wire.RawRecord]
+    headers: Sequence[wire.Header]
+    done: BatchDone
+
+
+@dataclass(slots=True)
+class _Request:
+    # Per partition: the appends merged into its record batch, each with its first index.
+    parts: dict[TopicPartition, list[tuple[_Append, int]]]
+    timer: asyncio.TimerHandle | None = None
+
+
+@dataclass(slots=True)
+class _Connection:
+    node: int
+    endpoint: str
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    waiting: deque[_Append] = field(default_factory=deque)
+    inflight: dict[int, _Request] = field(default_factory=dict)
+    reading: asyncio.Task[None] | None = None
+
+
+class ProducerSession:
+    """One producer id, its connections and its sequence numbers.
+
+    Thread-safe for callers; its work runs on ``io``'s loop and every ``done`` is
+    called there.
+    """
+
+    def __init__(
+        self,
+        io: IoLoop,
+        bootstrap: str,
+        client_id: str,
+        *,
+        timeout_s: float = 30.0,
+        max_inflight: int = 1,
+    ) -> None:
+        self._io = io
+        self._loop = io.loop
+        self._client_id = client_id.encode()
+        self._timeout_s = timeout_s
+        self._timeout_ms = int(timeout_s * 1000)
+        self._max_inflight = max_inflight
+        self._admin = admin_client(bootstrap, f"{client_id}-metadata")
+        self._bootstrap = bootstrap
+        self._endpoints: dict[int, str] = {}
+        self._leaders: dict[TopicPartition, int] = {}
+        self._connections: dict[int, _Connection] = {}
+        self._sequences: dict[TopicPartition, int] = {}
+        self._broken: dict[TopicPartition, AppendError] = {}
+        self._failure: AppendError | None = None
+        self._retiring = False
+        self._correlation = 0
+        self._lock = threading.Lock()
+        self._queue: deque[_Append] = deque()
+        self._scheduled = False
+        self.identity = self._init_producer_id()
+
+    @property
+    def healthy(self) -> bool:
+        """No partition of this session failed: it may take new writers."""
+        return self._failure is None and not self._broken
+
+    # -- set-up, on the caller's thread ------------------------------------------------
+
+    def _metadata(self, topic: str | None) -> Any:
+        try:
+            return self._admin.list_topics(topic, timeout=self._timeout_s)
+        except KafkaException as exc:
+            raise AppendError(f"metadata from {self._bootstrap}: {exc}", retriable=True) from exc
+
+    def _learn(self, metadata: Any) -> None:
+        for node, broker in metadata.brokers.items():
+            self._endpoints[node] = f"{broker.host}:{broker.port}"
+
+    def _init_producer_id(self) -> wire.ProducerIdentity:
+        self._learn(self._metadata(None))
+        if not self._endpoints:
+            raise AppendError(f"no broker in the metadata of {self._bootstrap}", retriable=True)
+        node = min(self._endpoints)
+        return self._io.call(self._init_on(node), self._timeout_s + 5)
+
+    async def _init_on(self, node: int) -> wire.ProducerIdentity:
+        """A new producer id; a broker still loading its id manager is asked again."""
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            response = await self._call(
+                node, wire.INIT_PRODUCER_ID, wire.INIT_PRODUCER_ID_VERSION,
+                wire.init_producer_id_request(self._timeout_ms), flexible=True,
+            )  # fmt: skip
+            error, identity = wire.init_producer_id_response(response)
+            if not error:
+                return identity
+            failure = produce_error(error, f"InitProducerId at {self._endpoints[node]}")
+            if not failure.retriable or time.monotonic() > deadline:
+                raise failure
+            await asyncio.sleep(0.1)
+
+    def prepare(self, topic: str, partition: int) -> None:
+        """Learn the partition's leader and connect to it; blocks the caller."""
+        key = (topic, partition)
+        if key not in self._leaders:
+            metadata = self._metadata(topic)
+            self._learn(metadata)
+            described = metadata.topics.get(topic)
+            leader = -1
+            if described is not None and described.error is None:
+                leader = getattr(described.partitions.get(partition), "leader", -1)
+            if leader < 0 or leader not in self._endpoints:
+                raise AppendError(f"no leader for {topic}-{partition}", retriable=True)
+            self._leaders[key] = leader
+        self._connect(self._leaders[key])
+
+    def _connect(self, node: int) -> None:
+        if node not in self._connections:
+            self._io.call(self._open(node), self._timeout_s + 5)
+
+    async def _open(self, node: int) -> None:
+        if node in self._connections:
+            return
+        endpoint = self._endpoints[node]
+        host, _, port = endpoint.rpartition(":")
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, int(port)), self._timeout_s
+            )
+        except (OSError, TimeoutError) as exc:
+            raise AppendError(
+                f"cannot connect to broker {endpoint}: {exc}", retriable=True
+            ) from exc
+        connection = _Connection(node, endpoint, reader, writer)
+        connection.reading = self._loop.create_task(self._read(connection))
+        self._connections[node] = connection
+
+    # -- appends -------------------------------------------------------------------
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[wire.RawRecord],
+        headers: Sequence[wire.Header],
+        done: BatchDone,
+    ) -> None:
+        """Queue a batch; ``done`` reports it once durable on every in-sync replica."""
+        with self._lock:
+            self._queue.append(_Append((topic, partition), records, headers, done))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self._io.post(self._drain)
+
+    def _drain(self) -> None:
+        with self._lock:
+            appends, self._queue = self._queue, deque()
+            self._scheduled = False
+        touched: dict[int, _Connection] = {}
+        for item in appends:
+            error = self._failure or self._broken.get(item.partition)
+            connection = self._connections.get(self._leaders.get(item.partition, -1))
+            if error is None and connection is None:
+                error = AppendError(f"{item.partition}: not prepared", retriable=True)
+            if error is not None:
+                item.done(-1, error)
+                continue
+            assert connection is not None
+            connection.waiting.append(item)
+            touched[connection.node] = connection
+        for connection in touched.values():
+            self._pump(connection)
+
+    def _pump(self, connection: _Connection) -> None:
+        """Send what waits for ``connection`` as one request, if it has room."""
+        while connection.waiting and len(connection.inflight) < self._max_inflight:
+            request, body = self._build(connection)
+            self._correlation += 1
+            correlation = self._correlation
+            connection.inflight[correlation] = request
+            request.timer = self._loop.call_later(
+                self._timeout_s + 5, self._expired, connection, correlation
+            )
+            connection.writer.write(
+                wire.frame(wire.PRODUCE, wire.PRODUCE_VERSION, correlation, self._client_id, body)
+            )
+
+    def _build(self, connection: _Connection) -> tuple[_Request, bytes]:
+        """Every waiting append, merged per partition into one batch (Kafka takes one
+        batch per partition per request); one with other headers waits for the next."""
+        merged: dict[TopicPartition, list[tuple[_Append, int]]] = {}
+        counts: dict[TopicPartition, int] = {}
+        later: deque[_Append] = deque()
+        deferred: set[TopicPartition] = set()
+        for item in connection.waiting:
+            key = item.partition
+            parts = merged.get(key)
+            if key in deferred or (parts and parts[0][0].headers != item.headers):
+                deferred.add(key)  # and everything after it, to keep the partition's order
+                later.append(item)
+                continue
+            if parts is None:
+                parts = merged[key] = []
+            start = counts.get(key, 0)
+            parts.append((item, start))
+            counts[key] = start + len(item.records)
+        connection.waiting = later
+        now_ms = int(time.time() * 1000)
+        topics: dict[str, list[tuple[int, bytes]]] = {}
+        for key, parts in merged.items():
+            records = [r for item, _ in parts for r in item.records] if len(parts) > 1 else (
+                parts[0][0].records
+            )  # fmt: skip
+            sequence = self._sequences.get(key, 0)
+            self._sequences[key] = (sequence + len(records)) % (_MAX_SEQUENCE + 1)
+            batch = wire.record_batch(self.identity, sequence, records, parts[0][0].headers, now_ms)
+            topics.setdefault(key[0], []).append((key[1], batch))
+        return _Request(merged), wire.produce_request(self._timeout_ms, topics)
+
+    # -- responses, on the loop ----------------------------------------------------------
+
+    async def _call(
+        self, node: int, api: int, version: int, body: bytes, *, flexible: bool = False
+    ) -> bytes:
+        """One request outside the produce pipeline (set-up only), on a fresh connection."""
+        endpoint = self._endpoints[node]
+        host, _, port = endpoint.rpartition(":")
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, int(port)), self._timeout_s
+            )
+            try:
+                writer.write(wire.frame(api, version, 0, self._client_id, body, flexible=flexible))
+                size = int.from_bytes(await _within(reader.readexactly(4), self._timeout_s))
+                return await _within(reader.readexactly(size), self._timeout_s)
+            finally:
+                writer.close()
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            raise AppendError(
+                f"request to broker {endpoint} failed: {exc}", retriable=True
+            ) from exc
+
+    async def _read(self, connection: _Connection) -> None:
+        try:
+            while True:
+                size = int.from_bytes(await connection.reader.readexactly(4))
+                response = await connection.reader.readexactly(size)
+                request = connection.inflight.pop(wire.correlation_of(response), None)
+                if request is None:
+                    raise wire.WireError("a response to no request in flight")
+                if request.timer is not None:
+                    request.timer.cancel()
+                self._answer(request, wire.produce_response(response), connection.endpoint)
+                self._pump(connection)
+                self._retire_if_idle()
+        except asyncio.CancelledError:
+            raise
+        except (OSError, asyncio.IncompleteReadError, wire.WireError) as exc:
+            self._lose(connection, f"connection to broker {connection.endpoint} lost: {exc!r}")
+
+    def _answer(
+        self,
+        request: _Request,
+        outcomes: dict[TopicPartition, tuple[int, int]],
+        endpoint: str,
+    ) -> None:
+        for key, parts in request.parts.items():
+            code, base = outcomes.get(key, (-1, -1))
+            error = self._broken.get(key)
+            if error is None and code != 0:
+                where = f"append to {key[0]}-{key[1]} at {endpoint}"
+                error = (
+                    AppendError(f"{where}: the response left the partition out", retriable=True)
+                    if code == -1 else produce_error(code, where)
+                )  # fmt: skip
+                self._broken[key] = error
+            for item, start in parts:
+                item.done(-1 if error else base + start, error)
+
+    def _expired(self, connection: _Connection, correlation: int) -> None:
+        if correlation in connection.inflight:
+            self._lose(connection, f"broker {connection.endpoint} did not answer in "
+                                   f"{self._timeout_s + 5:.0f}s")  # fmt: skip
+
+    def _lose(self, connection: _Connection, reason: str) -> None:
+        """Everything in flight or waiting on ``connection`` fails; so does the session."""
+        self._failure = self._failure or AppendError(reason, retriable=True)
+        log.warning("producer session failed", reason=reason)
+        self._connections.pop(connection.node, None)
+        if connection.reading is not None and connection.reading is not asyncio.current_task():
+            connection.reading.cancel()
+        connection.writer.close()
+        pending = [i for r in connection.inflight.values() for parts in r.parts.values()
+                   for i, _ in parts] + list(connection.waiting)  # fmt: skip
+        for request in connection.inflight.values():
+            if request.timer is not None:
+                request.timer.cancel()
+        connection.inflight.clear()
+        connection.waiting.clear()
+        for item in pending:
+            item.done(-1, self._failure)
+
+    # -- closing ----------------------------------------------------------------------
+
+    def retire(self) -> None:
+        """No new writers: close the connections once nothing is in flight."""
+        self._retiring = True
+        self._io.post(self._retire_if_idle)
+
+    def _retire_if_idle(self) -> None:
+        if not self._retiring or self._queue:
+            return
+        if any(c.inflight or c.waiting for c in self._connections.values()):
+            return
+        for connection in list(self._connections.values()):
+            self._connections.pop(connection.node, None)
+            if connection.reading is not None:
+                connection.reading.cancel()
+            connection.writer.close()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Wait (within ``timeout_s``) for what is in flight, then close."""
+        deadline = time.monotonic() + timeout_s
+        self.retire()
+        while time.monotonic() < deadline and self._connections:
+            time.sleep(0.01)
+        for connection in list(self._connections.values()):
+            self._io.post(functools.partial(self._lose, connection, "producer closed"))
+
+
+async def _within(awaitable: Awaitable[T], timeout_s: float) -> T:
+    return await asyncio.wait_for(awaitable, timeout_s)
+
+
+__all__ = ["BatchDone", "IoLoop", "ProducerSession", "produce_error"]
