@@ -86,6 +86,15 @@ class IoLoop:
 
 
 @dataclass(slots=True)
+class SessionStats:
+    """What a session sent: appends merge into batches, batches into requests."""
+
+    appends: int = 0
+    batches: int = 0
+    requests: int = 0
+
+
+@dataclass(slots=True)
 class _Append:
     partition: TopicPartition
     records: Sequence[wire.RawRecord]
@@ -146,6 +155,7 @@ class ProducerSession:
         self._lock = threading.Lock()
         self._queue: deque[_Append] = deque()
         self._scheduled = False
+        self.stats = SessionStats()
         self.identity = self._init_producer_id()
 
     @property
@@ -305,6 +315,9 @@ class ProducerSession:
             self._sequences[key] = (sequence + len(records)) % (_MAX_SEQUENCE + 1)
             batch = wire.record_batch(self.identity, sequence, records, parts[0][0].headers, now_ms)
             topics.setdefault(key[0], []).append((key[1], batch))
+        self.stats.appends += sum(len(parts) for parts in merged.values())
+        self.stats.batches += len(merged)
+        self.stats.requests += 1
         return _Request(merged), wire.produce_request(self._timeout_ms, topics)
 
     # -- responses, on the loop ----------------------------------------------------------
@@ -422,4 +435,4 @@ async def _within(awaitable: Awaitable[T], timeout_s: float) -> T:
     return await asyncio.wait_for(awaitable, timeout_s)
 
 
-__all__ = ["BatchDone", "IoLoop", "ProducerSession", "produce_error"]
+__all__ = ["BatchDone", "IoLoop", "ProducerSession", "SessionStats", "produce_error"]
