@@ -163,6 +163,11 @@ class ProducerSession:
         """No partition of this session failed: it may take new writers."""
         return self._failure is None and not self._broken
 
+    @property
+    def retired(self) -> bool:
+        """Retired, and every connection closed: nothing of it is left to report."""
+        return self._retiring and not self._connections
+
     # -- set-up, on the caller's thread ------------------------------------------------
 
     def _metadata(self, topic: str | None) -> Any:

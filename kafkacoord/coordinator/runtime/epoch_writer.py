@@ -66,6 +66,7 @@ class SharedProducer:
     def producer(self) -> ProducerSession:
         """The session for a new writer: a new one if the last one failed."""
         with self._lock:
+            self._retired = [old for old in self._retired if not old.retired]
             session = self._session
             if session is None or not session.healthy:
                 if session is not None:
