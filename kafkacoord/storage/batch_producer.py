@@ -25,7 +25,7 @@ import functools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -225,20 +225,19 @@ class ProducerSession:
     async def _open(self, node: int) -> None:
         if node in self._connections:
             return
-        reader, writer = await self._dial(node)
-        connection = _Connection(node, self._endpoints[node], reader, writer)
-        connection.reading = self._loop.create_task(self._read(connection))
-        self._connections[node] = connection
-
-    async def _dial(self, node: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         endpoint = self._endpoints[node]
         host, _, port = endpoint.rpartition(":")
         try:
-            return await asyncio.wait_for(asyncio.open_connection(host, int(port)), self._timeout_s)
-        except (OSError, TimeoutError) as exc:
-            raise AppendError(f"cannot connect to broker {endpoint}: {exc}", retriable=True) from (
-                exc
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, int(port)), self._timeout_s
             )
+        except (OSError, TimeoutError) as exc:
+            raise AppendError(
+                f"cannot connect to broker {endpoint}: {exc}", retriable=True
+            ) from exc
+        connection = _Connection(node, endpoint, reader, writer)
+        connection.reading = self._loop.create_task(self._read(connection))
+        self._connections[node] = connection
 
     # -- appends -------------------------------------------------------------------
 
@@ -332,17 +331,22 @@ class ProducerSession:
         self, node: int, api: int, version: int, body: bytes, *, flexible: bool = False
     ) -> bytes:
         """One request outside the produce pipeline (set-up only), on a fresh connection."""
-        reader, writer = await self._dial(node)
+        endpoint = self._endpoints[node]
+        host, _, port = endpoint.rpartition(":")
         try:
-            writer.write(wire.frame(api, version, 0, self._client_id, body, flexible=flexible))
-            size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), self._timeout_s))
-            return await asyncio.wait_for(reader.readexactly(size), self._timeout_s)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, int(port)), self._timeout_s
+            )
+            try:
+                writer.write(wire.frame(api, version, 0, self._client_id, body, flexible=flexible))
+                size = int.from_bytes(await _within(reader.readexactly(4), self._timeout_s))
+                return await _within(reader.readexactly(size), self._timeout_s)
+            finally:
+                writer.close()
         except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
             raise AppendError(
-                f"request to broker {self._endpoints[node]} failed: {exc}", retriable=True
+                f"request to broker {endpoint} failed: {exc}", retriable=True
             ) from exc
-        finally:
-            writer.close()
 
     async def _read(self, connection: _Connection) -> None:
         try:
@@ -390,7 +394,10 @@ class ProducerSession:
         """Everything in flight or waiting on ``connection`` fails; so does the session."""
         self._failure = self._failure or AppendError(reason, retriable=True)
         log.warning("producer session failed", reason=reason)
-        self._close(connection)
+        self._connections.pop(connection.node, None)
+        if connection.reading is not None and connection.reading is not asyncio.current_task():
+            connection.reading.cancel()
+        connection.writer.close()
         pending = [i for r in connection.inflight.values() for parts in r.parts.values()
                    for i, _ in parts] + list(connection.waiting)  # fmt: skip
         for request in connection.inflight.values():
@@ -414,13 +421,10 @@ class ProducerSession:
         if any(c.inflight or c.waiting for c in self._connections.values()):
             return
         for connection in list(self._connections.values()):
-            self._close(connection)
-
-    def _close(self, connection: _Connection) -> None:
-        self._connections.pop(connection.node, None)
-        if connection.reading is not None and connection.reading is not asyncio.current_task():
-            connection.reading.cancel()
-        connection.writer.close()
+            self._connections.pop(connection.node, None)
+            if connection.reading is not None:
+                connection.reading.cancel()
+            connection.writer.close()
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Wait (within ``timeout_s``) for what is in flight, then close."""
@@ -430,6 +434,10 @@ class ProducerSession:
             time.sleep(0.01)
         for connection in list(self._connections.values()):
             self._io.post(functools.partial(self._lose, connection, "producer closed"))
+
+
+async def _within(awaitable: Awaitable[T], timeout_s: float) -> T:
+    return await asyncio.wait_for(awaitable, timeout_s)
 
 
 __all__ = ["BatchDone", "IoLoop", "ProducerSession", "SessionStats", "produce_error"]
