@@ -69,6 +69,16 @@ def py_spy(pid: int, path: str, seconds: float | None = None) -> subprocess.Pope
     )  # fmt: skip
 
 
+def perf_record(pid: int, path: str, seconds: float) -> subprocess.Popen[bytes]:
+    """Linux perf samples ``pid`` (every thread, kernel included) for ``seconds``: where
+    py-spy sees only "in the event loop", perf tells syscalls from the interpreter."""
+    return subprocess.Popen(
+        ["perf", "record", "-F", "999", "-g", "-p", str(pid), "-o", path,
+         "--", "sleep", str(seconds)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 def stop_py_spy(profiler: subprocess.Popen[bytes]) -> None:
     """Ends an open-ended sample; py-spy writes its output on SIGINT."""
     profiler.send_signal(signal.SIGINT)

@@ -47,6 +47,7 @@ from benchlib import (
     broker_for,
     cpu_seconds,
     log,
+    perf_record,
     py_spy,
     start_daemon,
     thread_cpu_seconds,
@@ -274,13 +275,15 @@ def run(
         raw_broker = meter.per_op_ms(raw_done)["broker"]
         log(f"raw: {raw:.0f}/s")
         profiler = py_spy(daemon.pid, args.profile, seconds) if args.profile else None
+        perf = perf_record(daemon.pid, args.perf, seconds) if args.perf else None
         threads_before = thread_cpu_seconds(daemon.pid)
         meter.start()
         done, elapsed, _ = kafkacoord_commits(client, seconds, concurrency)
         meter.stop()
         threads = per_thread_us(daemon.pid, threads_before, done)
-        if profiler is not None:
-            profiler.wait(60)
+        for sampler in (profiler, perf):
+            if sampler is not None:
+                sampler.wait(60)
         peak = done / elapsed
         cpu_per_commit = meter.per_op_ms(done)
         log(f"daemon threads, µs per commit: {threads}")
@@ -360,6 +363,9 @@ def main() -> None:
     parser.add_argument("--broker", choices=BROKERS, default="tansu")
     parser.add_argument(
         "--profile", metavar="PATH", help="py-spy the daemon at peak; collapsed stacks to PATH"
+    )
+    parser.add_argument(
+        "--perf", metavar="PATH", help="Linux perf record of the daemon at peak, to PATH"
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, broker_for(args.broker, Path(tmp)) as broker:

@@ -20,7 +20,7 @@ from typing import Any, Final, TypeVar, cast
 
 import fastavro
 
-from . import partition_codec, schemas
+from . import offset_commit_codec, partition_codec, schemas
 from .avro_binary import write_string
 from .errors import CodecError
 from .models import (
@@ -199,6 +199,10 @@ _FAST_PARTITION_VALUE: Final = (
 )
 _PARTITION_KEY_HEADER: Final = bytes((RecordType.PARTITION, partition_codec.KEY_VERSION))
 _PARTITION_VALUE_HEADER: Final = _VALUE_HEADER.pack(partition_codec.VALUE_VERSION)
+_FAST_COMMIT_VALUE: Final = (
+    _CODECS[RecordType.OFFSET_COMMIT].value_current.number == offset_commit_codec.VALUE_VERSION
+)
+_COMMIT_VALUE_HEADER: Final = _VALUE_HEADER.pack(offset_commit_codec.VALUE_VERSION)
 
 
 def _write(schema: Any, datum: dict[str, Any], header: bytes) -> bytes:
@@ -240,6 +244,9 @@ def _encode_cached_key(key: AvroModel) -> bytes:
 
 
 def encode_value(value: AvroModel) -> bytes:
+    if _FAST_COMMIT_VALUE and type(value) is OffsetCommitValue:
+        body = _fast_encode(offset_commit_codec.encode_value_body, value, "value")
+        return _COMMIT_VALUE_HEADER + body
     if _FAST_PARTITION_VALUE and type(value) is PartitionValue:
         body = _fast_encode(partition_codec.encode_value_body, value, "value")
         return _PARTITION_VALUE_HEADER + body
@@ -311,6 +318,8 @@ def decode_value(rtype: RecordType, data: bytes) -> AvroModel:
         raise CodecError("value shorter than its 2-byte header", part="value")
     if rtype is RecordType.PARTITION and data[:2] == _PARTITION_VALUE_HEADER:
         return _fast_decode(partition_codec.decode_value_body, data, 2, "value")
+    if rtype is RecordType.OFFSET_COMMIT and data[:2] == _COMMIT_VALUE_HEADER:
+        return _fast_decode(offset_commit_codec.decode_value_body, data, 2, "value")
     (version,) = _VALUE_HEADER.unpack_from(data)
     codec = _CODECS[rtype]
     writer = codec.value_schemas.get(version)

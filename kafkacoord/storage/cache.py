@@ -33,12 +33,18 @@ from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 from kafkacoord.codecs.models.base import slot_setters
 
 NO_EXPIRY: Final = -1
-_I64 = struct.Struct(">q")
 _U64 = struct.Struct(">Q")
+_I64 = struct.Struct(">q")
 _DATA, _META = b"d", b"m"
-_META_OFFSET, _META_IDENTITY, _META_WRITTEN = b"offset", b"identity", b"written_ms"
-_META_FORMAT = b"format"
-FORMAT: Final = b"2"  # 2: values carry their log offset
+# One key: the checkpoint is written with every fold, and each key is a memtable insert.
+_META_CHECKPOINT = b"checkpoint"
+# 2: values carry their log offset. 3: the same, with the checkpoint in one key (format,
+# offset, time, identity) instead of four; format 2's is still read (an embedded
+# daemon's cache is the only copy of its state), and the next fold writes format 3's.
+FORMAT: Final = b"3"
+_FORMAT_2 = b"2"
+_FORMAT_2_KEYS = (b"offset", b"identity", b"written_ms", b"format")
+_CHECKPOINT = struct.Struct(">qq")  # next_offset, written_ms; then the identity
 _HEAD = struct.Struct(">qq")  # expires_at, offset
 NO_OFFSET: Final = -1
 
@@ -197,10 +203,20 @@ class ShardStore:
     # -- reads ---------------------------------------------------------------
 
     def checkpoint(self) -> Checkpoint | None:
+        stored: bytes | None = self._db.get(self._meta + _META_CHECKPOINT)
+        if stored is None:
+            return self._format_2_checkpoint()
+        head = len(FORMAT) + _CHECKPOINT.size
+        if len(stored) < head or not stored.startswith(FORMAT):
+            return None
+        next_offset, written = _CHECKPOINT.unpack_from(stored, len(FORMAT))
+        return Checkpoint(next_offset, stored[head:].decode(), written)
+
+    def _format_2_checkpoint(self) -> Checkpoint | None:
         offset, identity, written, layout = self._get_many(
-            [self._meta + n for n in (_META_OFFSET, _META_IDENTITY, _META_WRITTEN, _META_FORMAT)]
+            [self._meta + name for name in _FORMAT_2_KEYS]
         )
-        if offset is None or identity is None or written is None or layout != FORMAT:
+        if offset is None or identity is None or written is None or layout != _FORMAT_2:
             return None
         return Checkpoint(_I64.unpack(offset)[0], identity.decode(), _I64.unpack(written)[0])
 
@@ -297,10 +313,8 @@ class ShardStore:
     def _put_checkpoint(
         self, batch: WriteBatch, next_offset: int, identity: str, stamp: int
     ) -> None:
-        batch.put(self._meta + _META_OFFSET, _I64.pack(next_offset))
-        batch.put(self._meta + _META_IDENTITY, identity.encode())
-        batch.put(self._meta + _META_WRITTEN, _I64.pack(stamp))
-        batch.put(self._meta + _META_FORMAT, FORMAT)
+        stored = FORMAT + _CHECKPOINT.pack(next_offset, stamp) + identity.encode()
+        batch.put(self._meta + _META_CHECKPOINT, stored)
 
     def rewrite(self, entries: list[Entry], *, next_offset: int, identity: str) -> None:
         """Replace the whole shard by ``entries`` and a new checkpoint, atomically.

@@ -50,6 +50,8 @@ class PrometheusObserver:
             ["api", "error"], registry=registry,
         )  # fmt: skip
         self._reply_counters: dict[tuple[str, ErrorCode], Counter] = {}
+        # Per shard: its append counter and its kind's histogram, resolved once.
+        self._append_children: dict[str, tuple[Counter, Histogram]] = {}
 
     def loaded(self, shard: str, seconds: float, records: int) -> None:
         self.load_seconds.labels(shard).set(seconds)
@@ -57,8 +59,15 @@ class PrometheusObserver:
         self.loads.labels(shard).inc()
 
     def appended(self, shard: str, records: int, seconds: float) -> None:
-        self.append_records.labels(shard).inc(records)
-        self.append_seconds.labels(shard_kind(shard)).observe(seconds)
+        # Once per batch, which under load is about once per commit: as for replies.
+        children = self._append_children.get(shard)
+        if children is None:
+            children = self._append_children[shard] = (
+                self.append_records.labels(shard),
+                self.append_seconds.labels(shard_kind(shard)),
+            )
+        children[0].inc(records)
+        children[1].observe(seconds)
 
     def answered(self, shard: str, api: str, error: ErrorCode) -> None:
         # Once per reply: resolving the labelled child costs more than counting.

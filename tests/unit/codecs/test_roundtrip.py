@@ -22,6 +22,7 @@ from kafkacoord.codecs import (
     encode_key,
     encode_record,
     encode_value,
+    offset_commit_codec,
     partition_codec,
     record_type_of,
     schemas,
@@ -539,3 +540,45 @@ def test_long_arrays_and_large_ids_match_fastavro() -> None:
                            (1 << 31) - 1, 70, -(1 << 63), 200, Reassignment(many, (), many, (7,),
                            "ü" * 70, 1 << 62), "ünïcødé", many, (300,))  # fmt: skip
     assert_same_as_fastavro(value)
+
+
+# -- the hand-written offset commit codec (codecs/offset_commit_codec.py) against fastavro --
+
+
+@settings(max_examples=300)
+@given(VALUES[RecordType.OFFSET_COMMIT])
+def test_offset_commit_bytes_match_fastavro_and_read_back(value: OffsetCommitValue) -> None:
+    body = _fastavro("offset_commit_value", offset_commit_codec.VALUE_VERSION, value.to_avro())
+    assert offset_commit_codec.encode_value_body(value) == body
+    encoded = encode_value(value)
+    assert encoded[2:] == body
+    decoded = decode_value(RecordType.OFFSET_COMMIT, encoded)
+    assert decoded == value
+    # What fastavro reads from the same bytes is what the hand-written reader gives.
+    assert OffsetCommitValue.from_avro(
+        fastavro.schemaless_reader(
+            BytesIO(body), schemas.parsed("offset_commit_value", offset_commit_codec.VALUE_VERSION)
+        )
+    ) == decoded
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"\x02\x02\x00\x02\x04", "union branch 2"),  # expire's union has branches 0 and 1
+        (b"\x02\x02\x0a", "metadata runs past the end"),
+        (b"\x02\x02\x00\x02\x02", "expire's long is missing"),
+        (b"\x02\x02\x00\x02\x00\x00", "a trailing byte"),
+    ],
+)
+def test_offset_commit_garbage_is_a_codec_error(body: bytes, reason: str) -> None:
+    with pytest.raises(CodecError):
+        decode_value(RecordType.OFFSET_COMMIT, _VALUE_V2 + body)
+
+
+_VALUE_V2 = offset_commit_codec.VALUE_VERSION.to_bytes(2, "big")
+
+
+def test_an_offset_commit_value_out_of_range_is_a_codec_error() -> None:
+    with pytest.raises(CodecError, match="OffsetCommitValue does not fit"):
+        encode_value(OffsetCommitValue(1, "", 0, leader_epoch=1 << 31))

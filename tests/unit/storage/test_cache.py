@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
+import struct
 from pathlib import Path
 
 import pytest
@@ -385,8 +386,28 @@ def test_a_shard_of_another_format_has_no_checkpoint(cache: StateCache) -> None:
     store = cache.shard(A)
     _apply(store, {b"k": Change(b"v")})
     assert store.checkpoint() is not None
-    cache._db.put(A.prefix + b"m" + b"format", b"1")  # as an older release wrote it
+    checkpoint = A.prefix + b"m" + b"checkpoint"
+    cache._db.put(checkpoint, b"9" + cache._db.get(checkpoint)[1:])  # a format to come
     assert store.checkpoint() is None
+
+
+def test_a_format_2_checkpoint_still_reads_and_the_next_fold_writes_format_3(
+    cache: StateCache,
+) -> None:
+    # Format 2 kept offset, identity, time and format in keys of their own. An embedded
+    # daemon's cache is the only copy of its state: an upgrade must not lose it.
+    meta = A.prefix + b"m"
+    for name, stored in ((b"offset", struct.pack(">q", 7)), (b"identity", b"id"),
+                         (b"written_ms", struct.pack(">q", 1)), (b"format", b"2")):  # fmt: skip
+        cache._db.put(meta + name, stored)
+    store = cache.shard(A)
+    assert store.checkpoint() == Checkpoint(7, "id", 1)
+    store.apply({b"k": Change(b"v", NO_EXPIRY, 7)}, next_offset=8, identity="id", now_ms=2)
+    assert store.checkpoint() == Checkpoint(8, "id", 2)
+    # A format 1 cache (values without offsets) has no checkpoint: it is rebuilt.
+    cache._db.put(B.prefix + b"m" + b"offset", struct.pack(">q", 7))
+    cache._db.put(B.prefix + b"m" + b"format", b"1")
+    assert cache.shard(B).checkpoint() is None
 
 
 def test_synced_cache_writes_and_reopens(tmp_path: Path) -> None:
