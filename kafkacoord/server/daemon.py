@@ -23,6 +23,7 @@ from kafkacoord.console.cluster import ClusterAccess
 from kafkacoord.console.lag import LagHistory
 from kafkacoord.coordinator.controller.config import COORDINATOR_ROLE
 from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.runtime.gc_pause import raise_young_threshold
 from kafkacoord.coordinator.runtime.processor import LoopProcessor
 from kafkacoord.coordinator.runtime.shard import Request
 from kafkacoord.server import embedded
@@ -136,6 +137,7 @@ class Daemon:
         started = time.monotonic()
         set_strict(s.strict_records)
         add_strict_listener(self._on_strict_failure)
+        raise_young_threshold()
         # Up first, so /health answers (503) while the daemon loads.
         self.ops.serve(s.metrics_host, s.metrics_port)
         s.data_dir.mkdir(parents=True, exist_ok=True)

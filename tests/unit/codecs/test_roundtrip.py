@@ -555,11 +555,15 @@ def test_offset_commit_bytes_match_fastavro_and_read_back(value: OffsetCommitVal
     decoded = decode_value(RecordType.OFFSET_COMMIT, encoded)
     assert decoded == value
     # What fastavro reads from the same bytes is what the hand-written reader gives.
-    assert OffsetCommitValue.from_avro(
-        fastavro.schemaless_reader(
-            BytesIO(body), schemas.parsed("offset_commit_value", offset_commit_codec.VALUE_VERSION)
+    assert (
+        OffsetCommitValue.from_avro(
+            fastavro.schemaless_reader(
+                BytesIO(body),
+                schemas.parsed("offset_commit_value", offset_commit_codec.VALUE_VERSION),
+            )
         )
-    ) == decoded
+        == decoded
+    )
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkacoord.coordinator.runtime.gc_pause import gc_paused
+from kafkacoord.coordinator.runtime.gc_pause import gc_paused, raise_young_threshold
 
 
 @pytest.fixture(autouse=True)
@@ -74,3 +74,12 @@ def test_a_collector_that_was_off_stays_off() -> None:
     with gc_paused():
         pass
     assert not gc.isenabled()
+
+
+def test_the_young_threshold_is_raised_and_the_older_ones_kept() -> None:
+    before = gc.get_threshold()
+    try:
+        raise_young_threshold(12_345)
+        assert gc.get_threshold() == (12_345, *before[1:])
+    finally:
+        gc.set_threshold(*before)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import struct
 import time
 from collections.abc import Iterator
-import struct
 from pathlib import Path
 
 import pytest
