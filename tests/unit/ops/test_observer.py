@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+
+import pytest
 from prometheus_client import CollectorRegistry
 
 from kafkacoord.coordinator.protocol import ErrorCode
@@ -48,3 +51,32 @@ def test_each_registry_is_independent() -> None:
 def test_shard_kind() -> None:
     assert shard_kind("offsets-12") == "offsets"
     assert shard_kind("controller") == "controller"
+
+
+def test_counts_from_many_threads_are_summed_and_buckets_are_cumulative() -> None:
+    registry = CollectorRegistry()
+    observer = PrometheusObserver(registry)
+
+    def work() -> None:
+        for _ in range(1000):
+            observer.answered("offsets-1", "OffsetCommit", ErrorCode.NONE)
+            observer.appended("offsets-1", 2, 0.003)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    observer.appended("offsets-1", 1, 0.0025)  # on a bucket's bound: in that bucket
+    observer.appended("offsets-1", 1, 99.0)  # past the last bound: only in +Inf
+    value = registry.get_sample_value
+    assert value("kafkacoord_replies_total", {"api": "OffsetCommit", "error": "NONE"}) == 4000
+    assert value("kafkacoord_append_records_total", {"shard": "offsets-1"}) == 8002
+    offsets = {"kind": "offsets"}
+    assert value("kafkacoord_append_seconds_bucket", {**offsets, "le": "0.001"}) == 0
+    assert value("kafkacoord_append_seconds_bucket", {**offsets, "le": "0.0025"}) == 1
+    assert value("kafkacoord_append_seconds_bucket", {**offsets, "le": "0.005"}) == 4001
+    assert value("kafkacoord_append_seconds_bucket", {**offsets, "le": "10.0"}) == 4001
+    assert value("kafkacoord_append_seconds_bucket", {**offsets, "le": "+Inf"}) == 4002
+    assert value("kafkacoord_append_seconds_count", offsets) == 4002
+    assert value("kafkacoord_append_seconds_sum", offsets) == pytest.approx(4000 * 0.003 + 99.0025)
