@@ -3,13 +3,15 @@
 A response names each partition of its request with its error. When every partition
 succeeds it depends only on the request's shape (its topics and their partitions),
 which a consumer repeats commit after commit. Bodies are frozen, so one instance per
-shape serves them all and the hot path builds no model.
+shape serves them all, and its JSON is encoded once for all their replies: the hot
+path builds and encodes no model.
 """
 
 from __future__ import annotations
 
-from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.protocol import ErrorCode, encode_body
 from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.runtime.shard import Reply, RequestRef
 
 # ((topic, (partition, ...)), ...) in request order.
 Shape = tuple[tuple[str, tuple[int, ...]], ...]
@@ -22,19 +24,32 @@ class CommitReplies:
 
     def __init__(self, max_entries: int = 4096) -> None:
         self._max_entries = max_entries
-        self._succeeded: dict[Shape, api.OffsetCommitResponse] = {}
+        # Per shape: the shared response and its encoded JSON.
+        self._succeeded: dict[Shape, tuple[api.OffsetCommitResponse, bytes]] = {}
 
     def response(self, outcomes: Outcomes) -> api.OffsetCommitResponse:
         """The response for ``outcomes``; shared when every partition succeeded."""
+        shared = self._shared(outcomes)
+        return _build(outcomes) if shared is None else shared[0]
+
+    def reply(self, to: RequestRef, outcomes: Outcomes) -> Reply:
+        """The reply for ``outcomes``, carrying the shared response's encoding if any."""
+        shared = self._shared(outcomes)
+        if shared is None:
+            return Reply(to, "OffsetCommit", body=_build(outcomes))
+        return Reply(to, "OffsetCommit", body=shared[0], encoded=shared[1])
+
+    def _shared(self, outcomes: Outcomes) -> tuple[api.OffsetCommitResponse, bytes] | None:
         if any(error is not ErrorCode.NONE for _, parts in outcomes for _, error in parts):
-            return _build(outcomes)
+            return None
         shape = tuple((topic, tuple(p for p, _ in parts)) for topic, parts in outcomes)
-        body = self._succeeded.get(shape)
-        if body is None:
+        shared = self._succeeded.get(shape)
+        if shared is None:
             if len(self._succeeded) >= self._max_entries:
                 self._succeeded.clear()
-            body = self._succeeded[shape] = _build(outcomes)
-        return body
+            body = _build(outcomes)
+            shared = self._succeeded[shape] = (body, encode_body(body))
+        return shared
 
 
 def _build(outcomes: Outcomes) -> api.OffsetCommitResponse:

@@ -516,8 +516,7 @@ class GroupShard:
                 )
                 partitions.append((p.partition, ErrorCode.NONE))
             outcomes.append((t.name, partitions))
-        reply = Reply(ref, "OffsetCommit", body=self._commit_replies.response(outcomes))
-        return Result(records, [reply])
+        return Result(records, [self._commit_replies.reply(ref, outcomes)])
 
     @staticmethod
     def _fetched(partition: int, value: OffsetCommitValue | None) -> api.FetchedPartition:

@@ -99,6 +99,8 @@ class Reply:
     error: ErrorCode = ErrorCode.NONE
     body: Body | None = None
     message: str | None = None
+    # The body's JSON when its maker already has it (a body shared by many replies).
+    encoded: bytes | None = field(default=None, compare=False, repr=False)
 
 
 PostCommit = Callable[[], Sequence[Reply]]

@@ -47,13 +47,19 @@ class ConnectionChannel:
                 r.to.correlation_id,
                 int(r.error),
                 r.message,
-                b"" if r.body is None else encode_body(r.body),
+                _encoded(r),
             )
             for r in replies
         ]
         # Pushes answer no request: they must not count against the in-flight limit.
         answered = sum(1 for r in replies if r.to.correlation_id != PUSH_CORRELATION_ID)
         self._conn.send(frames[0] if len(frames) == 1 else b"".join(frames), answered)
+
+
+def _encoded(reply: Reply) -> bytes:
+    if reply.encoded is not None:
+        return reply.encoded
+    return b"" if reply.body is None else encode_body(reply.body)
 
 
 def channel_of(conn: ServerConnection) -> ConnectionChannel:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from kafkacoord.coordinator.groups.commit_replies import CommitReplies
-from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.protocol import ErrorCode, encode_body
 from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.runtime.shard import RequestRef
 
 OK = ErrorCode.NONE
 
@@ -43,3 +44,16 @@ def test_past_its_bound_it_starts_over() -> None:
     replies.response([("c", [(0, OK)])])
     again = replies.response([("a", [(0, OK)])])
     assert again == first and again is not first
+
+
+def test_a_shared_response_is_encoded_once_for_all_its_replies() -> None:
+    replies = CommitReplies()
+    first = replies.reply(RequestRef("c", 1), [("events", [(0, OK)])])
+    second = replies.reply(RequestRef("c", 2), [("events", [(0, OK)])])
+    assert first.body is second.body and first.encoded is second.encoded
+    assert first.encoded == encode_body(first.body)
+    assert second.to.correlation_id == 2
+    failed = replies.reply(
+        RequestRef("c", 3), [("events", [(0, ErrorCode.OFFSET_METADATA_TOO_LARGE)])]
+    )
+    assert failed.encoded is None  # encoded when sent, like any other body
