@@ -8,6 +8,7 @@ fenced by a newer leader epoch) fails alone; the other shards of the same turn a
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -29,10 +30,16 @@ from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter, Share
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.processor import LoopProcessor, Processor, ShardProcessor
 from kafkacoord.coordinator.runtime.shard import Reply, Request, RequestRef
-from kafkacoord.coordinator.runtime.writer import WriterFencedError
+from kafkacoord.coordinator.runtime.writer import (
+    Delivered,
+    RawRecord,
+    ShardWriter,
+    WriterFencedError,
+)
 from kafkacoord.server.services.dispatch import RequestDispatcher, reject
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import admin_client, replay_consumer
+from kafkacoord.storage.errors import AppendError
 from kafkacoord.storage.fold import offsets_policy
 from kafkacoord.storage.recovery import ShardRecovery
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
@@ -291,6 +298,74 @@ def test_a_fenced_shard_fails_alone_in_a_shared_turn(
                 continue
             cached = store.get(encode_key(_key_of(n)))
             assert (cached is None) == (shard == fenced)
+
+
+class FailNextAppends:
+    """A writer whose appends fail (retriable), as after a broker's leadership change."""
+
+    def __init__(self, writer: ShardWriter) -> None:
+        self._writer = writer
+
+    def submit(self, records: Sequence[RawRecord], done: Delivered) -> None:
+        done([], AppendError("injected: the partition's leader moved", retriable=True))
+
+    def write(self, records: Sequence[RawRecord]) -> list[int]:
+        raise AppendError("injected", retriable=True)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def test_a_failed_append_reloads_its_shard_off_the_processor_while_the_others_answer(
+    served: tuple[GroupShards, StateCache],
+) -> None:
+    shards, cache = served
+    recorder = Recorder(cache, shards.topic)
+    warm = [commit(n, recorder) for n in range(SHARDS)]
+    shards.processor.put_many([(shards.hosts[s], r) for s, r in warm])
+    wait_for(lambda: len(recorder.replies()) == SHARDS)
+
+    failing = 1
+    host = shards.hosts[failing]
+    reloading, release = threading.Event(), threading.Event()
+    make_writer = host.parts.make_writer
+
+    def slow_writer() -> ShardWriter:
+        reloading.set()
+        assert release.wait(30)
+        return make_writer()
+
+    host.parts = dataclasses.replace(host.parts, make_writer=slow_writer)
+    host._writer = FailNextAppends(make_writer())
+
+    # The failing shard's append fails: its caller may retry elsewhere, and it reloads.
+    _, failed = commit(SHARDS + failing, recorder)
+    shards.processor.put(host, failed)
+    wait_for(lambda: len(recorder.replies()) == SHARDS + 1)
+    assert recorder.replies()[-1].error is ErrorCode.NOT_COORDINATOR
+    assert reloading.wait(30)
+
+    # While its reload waits, the processor serves the other shards; the reloading one
+    # answers that it is loading.
+    during = [commit(n, recorder) for n in range(2 * SHARDS, 3 * SHARDS)]
+    shards.processor.put_many([(shards.hosts[s], r) for s, r in during])
+    wait_for(lambda: len(recorder.replies()) == 2 * SHARDS + 1)
+    errors = {_shard_of(r): r.error for r in recorder.replies()[SHARDS + 1 :]}
+    assert errors == {0: ErrorCode.NONE, failing: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                      2: ErrorCode.NONE}  # fmt: skip
+    assert host.state is HostState.LOADING
+
+    # Reloaded, it attaches again and serves, with what it answered before intact.
+    release.set()
+    wait_for(lambda: host.state is HostState.ACTIVE and host._attached)
+    _, again = commit(3 * SHARDS + failing, recorder)
+    shards.processor.put(host, again)
+    wait_for(lambda: len(recorder.replies()) == 2 * SHARDS + 2)
+    assert recorder.replies()[-1].error is ErrorCode.NONE
+    store = cache.shard(ShardId(shards.topic, failing))
+    assert store.get(encode_key(_key_of(failing))) is not None  # the warm-up commit
+    assert store.get(encode_key(_key_of(SHARDS + failing))) is None  # never durable
+    assert failing not in shards.stopped
 
 
 def test_pipelined_commits_over_a_connection_all_land_once(

@@ -182,6 +182,11 @@ class ShardHost:
         self._lifecycle = threading.Lock()
         self._attached = False
         self._stop_requested = False
+        # A failed append's reload waits for the end of the step, then runs off the
+        # processor's thread (the listener's, in the daemon): ``detached`` tells the
+        # processor to let go of this host until it attaches again.
+        self._reload_pending = False
+        self.detached = False
         self._stopped = threading.Event()
         target = self._run if processor is None else self._load_then_attach
         self._thread = threading.Thread(target=target, name=f"shard-{name}", daemon=True)
@@ -406,7 +411,34 @@ class ShardHost:
             self._flush(self._flush_timeout_s)
         else:
             self._pump(turn)
+            if self._reload_pending:
+                self._detach_to_reload()
+        self._reload_pending = False  # a stopping host does not reload
         return not stopping
+
+    def _detach_to_reload(self) -> None:
+        """Reload on a thread of its own, as the first load did; then attach again.
+
+        The processor's thread serves every other shard (and, in the daemon, every
+        connection): a reload (a new producer id, the leader marker, the log's tail)
+        must not hold it. Meanwhile this shard's requests are refused as loading.
+        """
+        assert self._processor is not None
+        self.state = HostState.LOADING
+        self._active.clear()
+        with self._lifecycle:
+            self._attached = False
+        self.detached = True
+        threading.Thread(
+            target=self._load_then_attach, name=f"shard-{self.name}-reload", daemon=True
+        ).start()
+
+    @property
+    def refusal(self) -> ErrorCode:
+        """What a request that reaches this host while it is not attached is answered."""
+        if self.state is HostState.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return self.unavailable
 
     def _handle(self, event: object, now: int) -> Result:
         assert self.shard is not None
@@ -525,6 +557,9 @@ class ShardHost:
         log.warning("append failed; reloading shard", shard=self.name, error=str(error))
         if self._writer is not None:
             self._writer.close()
+        if self._processor is not None and self._processor.on_its_thread():
+            self._reload_pending = True  # see _detach_to_reload
+            return
         self._writer = self.parts.make_writer()
         self._load()
 

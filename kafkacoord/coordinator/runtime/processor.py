@@ -180,8 +180,8 @@ def run_turn(
         elif key in hosts:
             turns.setdefault(key, (host, []))[1].append(event)
         elif isinstance(event, Request):
-            # The host stopped after the request was queued for it.
-            host.parts.replies.send([Reply(event.ref, event.api, host.unavailable)])
+            # The host stopped, or went to reload, after the request was queued for it.
+            host.parts.replies.send([Reply(event.ref, event.api, host.refusal)])
     for key, host in hosts.items():
         if key not in turns and host.wait_s() <= 0:
             turns[key] = (host, [])  # a timer is due
@@ -197,6 +197,9 @@ def run_turn(
             if not alive:
                 del hosts[key]
                 host._finish(failure)
+            elif host.detached:  # reloading elsewhere; it attaches again once loaded
+                host.detached = False
+                del hosts[key]
     finally:
         commits.end(turn)
         _write_cache(hosts, turn, stepped)
@@ -219,8 +222,8 @@ class LoopProcessor:
 
     Requests read by the listener then reach their shard with no thread switch, and
     replies go out on the same thread; only finished appends and loads cross over.
-    A turn that blocks (a stop's flush, a reload after a failed append) holds up
-    the listener while it lasts.
+    A turn that blocks (a stop's flush) holds up the listener while it lasts; a
+    reload after a failed append runs on the host's own thread instead.
 
     While as many groups are in flight as allowed, a new turn could only hold its
     records back; requests read meanwhile then wait (at most ``max_defer_s``) for the
