@@ -122,6 +122,12 @@ def commit(n: int, channel: Recorder | None = None) -> tuple[int, Request]:
     return n % SHARDS, Request(RequestRef("test", n, channel), "OffsetCommit", body)
 
 
+def fetch(n: int, channel: Recorder) -> tuple[int, Request]:
+    """Read back the offsets of commit ``n``'s group, on its shard."""
+    body = g.OffsetFetch(group_id=_key_of(n).group)
+    return n % SHARDS, Request(RequestRef("test", SHARDS * 1000 + n, channel), "OffsetFetch", body)
+
+
 class GroupShards:
     """Group shards on one processor, behind a listener: as the daemon hosts them."""
 
@@ -366,6 +372,77 @@ def test_a_failed_append_reloads_its_shard_off_the_processor_while_the_others_an
     assert store.get(encode_key(_key_of(failing))) is not None  # the warm-up commit
     assert store.get(encode_key(_key_of(SHARDS + failing))) is None  # never durable
     assert failing not in shards.stopped
+
+
+class HoldAppends:
+    """A writer whose appends wait until released, as behind a slow broker."""
+
+    def __init__(self, writer: ShardWriter) -> None:
+        self._writer = writer
+        self._lock = threading.Lock()
+        self._released = False
+        self.waiting: list[tuple[Sequence[RawRecord], Delivered]] = []
+
+    def submit(self, records: Sequence[RawRecord], done: Delivered) -> None:
+        with self._lock:
+            if not self._released:
+                self.waiting.append((records, done))
+                return
+        self._writer.submit(records, done)
+
+    def release(self) -> None:
+        with self._lock:
+            self._released = True
+            waiting, self.waiting = self.waiting, []
+        for records, done in waiting:
+            self._writer.submit(records, done)
+
+    def write(self, records: Sequence[RawRecord]) -> list[int]:
+        return self._writer.write(records)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def test_a_stopping_shard_finishes_its_appends_while_the_processor_serves_on(
+    served: tuple[GroupShards, StateCache],
+) -> None:
+    shards, cache = served
+    recorder = Recorder(cache, shards.topic)
+    warm = [commit(n, recorder) for n in range(SHARDS)]
+    shards.processor.put_many([(shards.hosts[s], r) for s, r in warm])
+    wait_for(lambda: len(recorder.replies()) == SHARDS)
+
+    stopping = 1
+    host = shards.hosts[stopping]
+    held = HoldAppends(host._writer)
+    host._writer = held
+    _, handled = commit(SHARDS + stopping, recorder)
+    shards.processor.put(host, handled)
+    wait_for(lambda: bool(held.waiting))
+    host.stop(timeout_s=0)  # as an emigration does: its owner does not wait
+
+    # Its append waits on the broker; the processor serves the other shards, and the
+    # stopping one takes no new work. (Reads: with one group in flight, new appends of
+    # any shard would queue behind the held one, stop or no stop.)
+    during = [fetch(n, recorder) for n in range(SHARDS)]
+    shards.processor.put_many([(shards.hosts[s], r) for s, r in during])
+    wait_for(lambda: len(recorder.replies()) == 2 * SHARDS)
+    errors = {_shard_of(r): r.error for r in recorder.replies()[SHARDS:]}
+    assert errors == {0: ErrorCode.NONE, stopping: ErrorCode.NOT_COORDINATOR,
+                      2: ErrorCode.NONE}  # fmt: skip
+    assert not host.finished
+
+    # Once the broker answers, what it handled before the stop is durable and answered.
+    held.release()
+    wait_for(lambda: host.finished)
+    last = recorder.replies()[-1]
+    assert (last.to.correlation_id, last.error) == (SHARDS + stopping, ErrorCode.NONE)
+    assert (
+        cache.shard(ShardId(shards.topic, stopping)).get(encode_key(_key_of(SHARDS + stopping)))
+        is not None
+    )
+    assert shards.stopped[stopping] is None
 
 
 def test_pipelined_commits_over_a_connection_all_land_once(

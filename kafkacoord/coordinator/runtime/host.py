@@ -187,6 +187,8 @@ class ShardHost:
         # processor to let go of this host until it attaches again.
         self._reload_pending = False
         self.detached = False
+        # Set once stopping: when the appends still in flight stop being waited for.
+        self._draining_until: float | None = None
         self._stopped = threading.Event()
         target = self._run if processor is None else self._load_then_attach
         self._thread = threading.Thread(target=target, name=f"shard-{name}", daemon=True)
@@ -366,6 +368,8 @@ class ShardHost:
 
     def wait_s(self) -> float:
         """How long this host may wait for events before a timer is due (at most 0.5 s)."""
+        if self._draining_until is not None:  # timers no longer fire; the flush may expire
+            return min(max(0.0, self._draining_until - time.monotonic()), 0.5)
         shard = self.shard
         deadline = None if shard is None else shard.next_deadline_ms()
         wait_s = 0.5 if deadline is None else max(0.0, (deadline - self._clock_ms()) / 1000)
@@ -392,29 +396,36 @@ class ShardHost:
         a new batch joins the turn's appends and durable ones go into its cache write.
         """
         assert self.shard is not None
+        if self._draining_until is not None:
+            return self._drain(events, turn)
         now = self._clock_ms()
-        stopping = False
+        later: list[object] | None = None
         for index, event in enumerate(events):
             if event is _STOP:
-                stopping = True
-                for later in events[index + 1 :]:
-                    self._queue.put(later)  # answered as unavailable by the shutdown
+                later = events[index + 1 :]  # refused by the drain
                 break
             if event is not WAKE:
                 self._open.extend(self._handle(event, now))
         self._open.extend(self._apply(self.shard.fire_timers(self._clock_ms())))
-        if stopping:
-            # The stop waits for its appends here: none may wait for the turn's end.
-            self._pump(None)
-            if turn is not None:
-                turn.cache.write()
-            self._flush(self._flush_timeout_s)
-        else:
-            self._pump(turn)
-            if self._reload_pending:
-                self._detach_to_reload()
+        if later is not None:
+            # What was handled is appended and answered before the host stops, but the
+            # driving thread does not wait for it: later steps finish the appends.
+            self._draining_until = time.monotonic() + self._flush_timeout_s
+            return self._drain(later, turn)
+        self._pump(turn)
+        if self._reload_pending:
+            self._detach_to_reload()
+        return True
+
+    def _drain(self, events: list[object], turn: Turn | None) -> bool:
+        """A stopping host's step: no new work, its appends move on; False once they
+        are all answered (or the flush timeout passed: the shutdown answers the rest)."""
+        refused = [Reply(e.ref, e.api, self.unavailable) for e in events if isinstance(e, Request)]
+        self.parts.replies.send(refused)
+        self._pump(turn)
         self._reload_pending = False  # a stopping host does not reload
-        return not stopping
+        assert self._draining_until is not None
+        return bool(self._open or self._inflight) and time.monotonic() < self._draining_until
 
     def _detach_to_reload(self) -> None:
         """Reload on a thread of its own, as the first load did; then attach again.

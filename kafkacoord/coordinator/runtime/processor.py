@@ -222,8 +222,8 @@ class LoopProcessor:
 
     Requests read by the listener then reach their shard with no thread switch, and
     replies go out on the same thread; only finished appends and loads cross over.
-    A turn that blocks (a stop's flush) holds up the listener while it lasts; a
-    reload after a failed append runs on the host's own thread instead.
+    No turn waits on the broker: a stopping host's appends finish in later turns, and
+    a reload after a failed append runs on the host's own thread.
 
     While as many groups are in flight as allowed, a new turn could only hold its
     records back; requests read meanwhile then wait (at most ``max_defer_s``) for the
