@@ -248,7 +248,6 @@ def raw_once(data: list[bytes], per_turn: int) -> float:
     spec = APIS_BY_KEY[OFFSET_COMMIT]
     now = int(time.time() * 1000)
     with tempfile.TemporaryDirectory() as tmp, StateCache(Path(tmp) / "cache") as cache:
-        stores = [cache.shard(ShardId(TOPIC, p)) for p in range(SHARDS)]
         reader = FrameReader(1 << 20)
         gc.collect()
         cpu = time.process_time()
@@ -268,7 +267,6 @@ def raw_once(data: list[bytes], per_turn: int) -> float:
                         assert raw is not None
                         staged.batch_for(cache._db, cache._write_options).put(key, raw)
             staged.write()
-        del stores
         return time.process_time() - cpu
 
 

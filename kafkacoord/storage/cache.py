@@ -33,8 +33,8 @@ from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 from kafkacoord.codecs.models.base import slot_setters
 
 NO_EXPIRY: Final = -1
-_U64 = struct.Struct(">Q")
 _I64 = struct.Struct(">q")
+_U64 = struct.Struct(">Q")
 _DATA, _META = b"d", b"m"
 # One key: the checkpoint is written with every fold, and each key is a memtable insert.
 _META_CHECKPOINT = b"checkpoint"

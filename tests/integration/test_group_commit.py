@@ -209,6 +209,15 @@ def wait_for(condition: object, timeout_s: float = 30) -> None:
         time.sleep(0.01)
 
 
+def committed_once_per_shard(shards: GroupShards, cache: StateCache) -> Recorder:
+    """A recorder that holds one answered commit of every shard (0 .. SHARDS - 1)."""
+    recorder = Recorder(cache, shards.topic)
+    first = [commit(n, recorder) for n in range(SHARDS)]
+    shards.processor.put_many([(shards.hosts[shard], request) for shard, request in first])
+    wait_for(lambda: len(recorder.replies()) == SHARDS)
+    return recorder
+
+
 def logged_offsets(bootstrap: str, topic: str, shard: int) -> dict[bytes, int]:
     """Each commit key's offset in the log of ``shard``."""
     return {
@@ -262,10 +271,7 @@ def test_a_fenced_shard_fails_alone_in_a_shared_turn(
     bootstrap: str, served: tuple[GroupShards, StateCache]
 ) -> None:
     shards, cache = served
-    recorder = Recorder(cache, shards.topic)
-    first = [commit(n, recorder) for n in range(SHARDS)]
-    shards.processor.put_many([(shards.hosts[shard], request) for shard, request in first])
-    wait_for(lambda: len(recorder.replies()) == SHARDS)
+    recorder = committed_once_per_shard(shards, cache)
 
     # A newer leader of shard 1 announces itself: the old writer of shard 1 is a zombie.
     fenced = 1
@@ -306,11 +312,24 @@ def test_a_fenced_shard_fails_alone_in_a_shared_turn(
             assert (cached is None) == (shard == fenced)
 
 
-class FailNextAppends:
-    """A writer whose appends fail (retriable), as after a broker's leadership change."""
+class WrappedWriter:
+    """A shard writer around another: what a subclass leaves alone goes through."""
 
     def __init__(self, writer: ShardWriter) -> None:
         self._writer = writer
+
+    def submit(self, records: Sequence[RawRecord], done: Delivered) -> None:
+        self._writer.submit(records, done)
+
+    def write(self, records: Sequence[RawRecord]) -> list[int]:
+        return self._writer.write(records)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+class FailNextAppends(WrappedWriter):
+    """A writer whose appends fail (retriable), as after a broker's leadership change."""
 
     def submit(self, records: Sequence[RawRecord], done: Delivered) -> None:
         done([], AppendError("injected: the partition's leader moved", retriable=True))
@@ -318,18 +337,12 @@ class FailNextAppends:
     def write(self, records: Sequence[RawRecord]) -> list[int]:
         raise AppendError("injected", retriable=True)
 
-    def close(self) -> None:
-        self._writer.close()
-
 
 def test_a_failed_append_reloads_its_shard_off_the_processor_while_the_others_answer(
     served: tuple[GroupShards, StateCache],
 ) -> None:
     shards, cache = served
-    recorder = Recorder(cache, shards.topic)
-    warm = [commit(n, recorder) for n in range(SHARDS)]
-    shards.processor.put_many([(shards.hosts[s], r) for s, r in warm])
-    wait_for(lambda: len(recorder.replies()) == SHARDS)
+    recorder = committed_once_per_shard(shards, cache)
 
     failing = 1
     host = shards.hosts[failing]
@@ -374,11 +387,11 @@ def test_a_failed_append_reloads_its_shard_off_the_processor_while_the_others_an
     assert failing not in shards.stopped
 
 
-class HoldAppends:
+class HoldAppends(WrappedWriter):
     """A writer whose appends wait until released, as behind a slow broker."""
 
     def __init__(self, writer: ShardWriter) -> None:
-        self._writer = writer
+        super().__init__(writer)
         self._lock = threading.Lock()
         self._released = False
         self.waiting: list[tuple[Sequence[RawRecord], Delivered]] = []
@@ -397,21 +410,12 @@ class HoldAppends:
         for records, done in waiting:
             self._writer.submit(records, done)
 
-    def write(self, records: Sequence[RawRecord]) -> list[int]:
-        return self._writer.write(records)
-
-    def close(self) -> None:
-        self._writer.close()
-
 
 def test_a_stopping_shard_finishes_its_appends_while_the_processor_serves_on(
     served: tuple[GroupShards, StateCache],
 ) -> None:
     shards, cache = served
-    recorder = Recorder(cache, shards.topic)
-    warm = [commit(n, recorder) for n in range(SHARDS)]
-    shards.processor.put_many([(shards.hosts[s], r) for s, r in warm])
-    wait_for(lambda: len(recorder.replies()) == SHARDS)
+    recorder = committed_once_per_shard(shards, cache)
 
     stopping = 1
     host = shards.hosts[stopping]

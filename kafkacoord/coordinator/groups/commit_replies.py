@@ -27,13 +27,9 @@ class CommitReplies:
         # Per shape: the shared response and its encoded JSON.
         self._succeeded: dict[Shape, tuple[api.OffsetCommitResponse, bytes]] = {}
 
-    def response(self, outcomes: Outcomes) -> api.OffsetCommitResponse:
-        """The response for ``outcomes``; shared when every partition succeeded."""
-        shared = self._shared(outcomes)
-        return _build(outcomes) if shared is None else shared[0]
-
     def reply(self, to: RequestRef, outcomes: Outcomes) -> Reply:
-        """The reply for ``outcomes``, carrying the shared response's encoding if any."""
+        """The reply for ``outcomes``: its response shared, and encoded once, when every
+        partition succeeded."""
         shared = self._shared(outcomes)
         if shared is None:
             return Reply(to, "OffsetCommit", body=_build(outcomes))

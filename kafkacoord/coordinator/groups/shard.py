@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Final, cast
+from typing import Final, cast, get_args
 
 from kafkacoord.codecs.models import (
     GroupMetadataKey,
@@ -72,8 +72,8 @@ _REQUEST_BODIES: Final[dict[str, type[Body]]] = {n: s.request for n, s in GROUP_
 
 _MembershipBody = api.JoinGroup | api.SyncGroup | api.LeaveGroup
 _MemberBody = _MembershipBody | api.Heartbeat
-_MEMBERSHIP_BODIES: Final = frozenset({api.JoinGroup, api.SyncGroup, api.LeaveGroup})
-_MEMBER_BODIES: Final = _MEMBERSHIP_BODIES | {api.Heartbeat}  # bodies naming a member
+_MEMBERSHIP_BODIES: Final = frozenset(get_args(_MembershipBody))
+_MEMBER_BODIES: Final = frozenset(get_args(_MemberBody))  # bodies naming a member
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kafkacoord.coordinator.groups.commit_replies import CommitReplies
+from kafkacoord.coordinator.groups.commit_replies import CommitReplies, Outcomes
 from kafkacoord.coordinator.protocol import ErrorCode, encode_body
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import RequestRef
@@ -10,9 +10,15 @@ from kafkacoord.coordinator.runtime.shard import RequestRef
 OK = ErrorCode.NONE
 
 
+def response(replies: CommitReplies, outcomes: Outcomes) -> api.OffsetCommitResponse:
+    body = replies.reply(RequestRef("c", 1), outcomes).body
+    assert isinstance(body, api.OffsetCommitResponse)
+    return body
+
+
 def test_successful_commits_of_one_shape_share_one_response() -> None:
     replies = CommitReplies()
-    first = replies.response([("events", [(0, OK), (3, OK)])])
+    first = response(replies, [("events", [(0, OK), (3, OK)])])
     assert first == api.OffsetCommitResponse(
         topics=[
             api.TopicErrors(
@@ -21,28 +27,28 @@ def test_successful_commits_of_one_shape_share_one_response() -> None:
             )
         ]
     )
-    assert replies.response([("events", [(0, OK), (3, OK)])]) is first
-    assert replies.response([("events", [(3, OK), (0, OK)])]) is not first  # request order
+    assert response(replies, [("events", [(0, OK), (3, OK)])]) is first
+    assert response(replies, [("events", [(3, OK), (0, OK)])]) is not first  # request order
 
 
 def test_a_partition_error_gets_a_response_of_its_own() -> None:
     replies = CommitReplies()
     outcomes = [("events", [(0, OK), (1, ErrorCode.OFFSET_METADATA_TOO_LARGE)])]
-    body = replies.response(outcomes)
+    body = response(replies, outcomes)
     assert [p.error for p in body.topics[0].partitions] == [
         OK,
         ErrorCode.OFFSET_METADATA_TOO_LARGE,
     ]
-    assert replies.response(outcomes) is not body
-    assert replies.response([("events", [(0, OK), (1, OK)])]).topics[0].partitions[1].error is OK
+    assert response(replies, outcomes) is not body
+    assert response(replies, [("events", [(0, OK), (1, OK)])]).topics[0].partitions[1].error is OK
 
 
 def test_past_its_bound_it_starts_over() -> None:
     replies = CommitReplies(max_entries=2)
-    first = replies.response([("a", [(0, OK)])])
-    replies.response([("b", [(0, OK)])])
-    replies.response([("c", [(0, OK)])])
-    again = replies.response([("a", [(0, OK)])])
+    first = response(replies, [("a", [(0, OK)])])
+    response(replies, [("b", [(0, OK)])])
+    response(replies, [("c", [(0, OK)])])
+    again = response(replies, [("a", [(0, OK)])])
     assert again == first and again is not first
 
 
