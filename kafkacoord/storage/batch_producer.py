@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import struct
 import threading
 import time
 from collections import deque
@@ -113,11 +114,49 @@ class _Request:
 class _Connection:
     node: int
     endpoint: str
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
+    transport: asyncio.Transport
     waiting: deque[_Append] = field(default_factory=deque)
     inflight: dict[int, _Request] = field(default_factory=dict)
-    reading: asyncio.Task[None] | None = None
+    closed: bool = False  # closed by the session: its loss is no failure
+
+    def close(self) -> None:
+        self.closed = True
+        self.transport.close()
+
+
+class _ResponseReader(asyncio.Protocol):
+    """Splits a broker connection's bytes into response frames, on the loop's thread.
+
+    A protocol rather than a stream reader: a response then costs one callback, not
+    a task's step, futures and a copy per ``readexactly``.
+    """
+
+    def __init__(
+        self,
+        on_response: Callable[[bytes], None],
+        on_lost: Callable[[str], None],
+    ) -> None:
+        self._on_response = on_response
+        self._on_lost = on_lost
+        self._buffer = bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start, end = 0, len(buffer)
+        while end - start >= 4:
+            size = int.from_bytes(buffer[start : start + 4])
+            if end - start - 4 < size:
+                break
+            self._on_response(bytes(buffer[start + 4 : start + 4 + size]))
+            start += 4 + size
+        del buffer[:start]
+
+    def eof_received(self) -> bool:
+        return False  # close: a broker does not half-close a connection it serves
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._on_lost(repr(exc) if exc is not None else "closed by the broker")
 
 
 class ProducerSession:
@@ -227,16 +266,28 @@ class ProducerSession:
             return
         endpoint = self._endpoints[node]
         host, _, port = endpoint.rpartition(":")
+        connection: _Connection | None = None
+
+        def responded(response: bytes) -> None:
+            assert connection is not None
+            self._responded(connection, response)
+
+        def lost(reason: str) -> None:
+            if connection is not None and not connection.closed:
+                self._lose(connection, f"connection to broker {endpoint} lost: {reason}")
+
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, int(port)), self._timeout_s
+            transport, _ = await asyncio.wait_for(
+                self._loop.create_connection(
+                    lambda: _ResponseReader(responded, lost), host, int(port)
+                ),
+                self._timeout_s,
             )
         except (OSError, TimeoutError) as exc:
             raise AppendError(
                 f"cannot connect to broker {endpoint}: {exc}", retriable=True
             ) from exc
-        connection = _Connection(node, endpoint, reader, writer)
-        connection.reading = self._loop.create_task(self._read(connection))
+        connection = _Connection(node, endpoint, transport)
         self._connections[node] = connection
 
     # -- appends -------------------------------------------------------------------
@@ -286,7 +337,7 @@ class ProducerSession:
             request.timer = self._loop.call_later(
                 self._timeout_s + 5, self._expired, connection, correlation
             )
-            connection.writer.write(
+            connection.transport.write(
                 wire.frame(wire.PRODUCE, wire.PRODUCE_VERSION, correlation, self._client_id, body)
             )
 
@@ -348,23 +399,22 @@ class ProducerSession:
                 f"request to broker {endpoint} failed: {exc}", retriable=True
             ) from exc
 
-    async def _read(self, connection: _Connection) -> None:
+    def _responded(self, connection: _Connection, response: bytes) -> None:
+        if connection.closed:
+            return  # a response after the connection was given up: its appends failed
         try:
-            while True:
-                size = int.from_bytes(await connection.reader.readexactly(4))
-                response = await connection.reader.readexactly(size)
-                request = connection.inflight.pop(wire.correlation_of(response), None)
-                if request is None:
-                    raise wire.WireError("a response to no request in flight")
-                if request.timer is not None:
-                    request.timer.cancel()
-                self._answer(request, wire.produce_response(response), connection.endpoint)
-                self._pump(connection)
-                self._retire_if_idle()
-        except asyncio.CancelledError:
-            raise
-        except (OSError, asyncio.IncompleteReadError, wire.WireError) as exc:
+            request = connection.inflight.pop(wire.correlation_of(response), None)
+            if request is None:
+                raise wire.WireError("a response to no request in flight")
+            outcomes = wire.produce_response(response)
+        except (wire.WireError, struct.error) as exc:
             self._lose(connection, f"connection to broker {connection.endpoint} lost: {exc!r}")
+            return
+        if request.timer is not None:
+            request.timer.cancel()
+        self._answer(request, outcomes, connection.endpoint)
+        self._pump(connection)
+        self._retire_if_idle()
 
     def _answer(
         self,
@@ -394,10 +444,9 @@ class ProducerSession:
         """Everything in flight or waiting on ``connection`` fails; so does the session."""
         self._failure = self._failure or AppendError(reason, retriable=True)
         log.warning("producer session failed", reason=reason)
-        self._connections.pop(connection.node, None)
-        if connection.reading is not None and connection.reading is not asyncio.current_task():
-            connection.reading.cancel()
-        connection.writer.close()
+        if self._connections.get(connection.node) is connection:
+            del self._connections[connection.node]
+        connection.close()
         pending = [i for r in connection.inflight.values() for parts in r.parts.values()
                    for i, _ in parts] + list(connection.waiting)  # fmt: skip
         for request in connection.inflight.values():
@@ -422,9 +471,7 @@ class ProducerSession:
             return
         for connection in list(self._connections.values()):
             self._connections.pop(connection.node, None)
-            if connection.reading is not None:
-                connection.reading.cancel()
-            connection.writer.close()
+            connection.close()
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Wait (within ``timeout_s``) for what is in flight, then close."""
