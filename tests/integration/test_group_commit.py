@@ -428,7 +428,7 @@ def test_a_stopping_shard_finishes_its_appends_while_the_processor_serves_on(
 
     # Its append waits on the broker; the processor serves the other shards, and the
     # stopping one takes no new work. (Reads: with one group in flight, new appends of
-    # any shard would queue behind the held one, stop or no stop.)
+    # any shard would queue behind the held one until it counts as stalled.)
     during = [fetch(n, recorder) for n in range(SHARDS)]
     shards.processor.put_many([(shards.hosts[s], r) for s, r in during])
     wait_for(lambda: len(recorder.replies()) == 2 * SHARDS)
@@ -447,6 +447,42 @@ def test_a_stopping_shard_finishes_its_appends_while_the_processor_serves_on(
         is not None
     )
     assert shards.stopped[stopping] is None
+
+
+def test_a_shard_whose_appends_hang_holds_back_only_its_own_replies(
+    served: tuple[GroupShards, StateCache],
+) -> None:
+    shards, cache = served
+    recorder = committed_once_per_shard(shards, cache)
+    hung = 1
+    host = shards.hosts[hung]
+    held = HoldAppends(host._writer)
+    host._writer = held
+
+    # Round after round every shard commits in one turn, so every group carries the
+    # hung shard's batch until its own pipeline is full: more rounds than groups may
+    # be in flight. The other shards' commits are answered all the same.
+    rounds = 6
+    for r in range(1, rounds + 1):
+        batch = [commit(r * SHARDS + s, recorder) for s in range(SHARDS)]
+        shards.processor.put_many([(shards.hosts[s], request) for s, request in batch])
+        wait_for(lambda r=r: {(r * SHARDS + s) for s in range(SHARDS) if s != hung}
+                 <= {reply.to.correlation_id for reply in recorder.replies()}, 10)  # fmt: skip
+    answered = {reply.to.correlation_id: reply.error for reply in recorder.replies()}
+    assert all(answered[n] is ErrorCode.NONE for n in answered if n % SHARDS != hung)
+    assert not [n for n in answered if n >= SHARDS and n % SHARDS == hung]
+    assert held.waiting
+
+    # Once its broker answers, the hung shard's commits are answered, in order.
+    held.release()
+    mine = [r * SHARDS + hung for r in range(1, rounds + 1)]
+    wait_for(lambda: set(mine) <= {reply.to.correlation_id for reply in recorder.replies()})
+    replies = [reply for reply in recorder.replies() if reply.to.correlation_id in mine]
+    assert [reply.to.correlation_id for reply in replies] == mine
+    assert all(reply.error is ErrorCode.NONE for reply in replies)
+    store = cache.shard(ShardId(shards.topic, hung))
+    assert all(store.get(encode_key(_key_of(n))) is not None for n in mine)
+    assert not shards.stopped
 
 
 def test_pipelined_commits_over_a_connection_all_land_once(

@@ -32,6 +32,9 @@ log = structlog.get_logger(__name__)
 ATTACH: Final = object()  # a host finished loading: drive it from now on
 WAKE: Final = object()  # a host's append finished: release it
 _CLOSE: Final = object()
+# A group of appends in flight this long is released (see GroupCommits): far beyond a
+# healthy broker's acks=all round trip, well within a client's request timeout.
+STALL_S: Final = 0.5
 
 
 class Processor(Protocol):
@@ -77,11 +80,16 @@ class ShardProcessor:
     """Drives hosts on a thread of its own."""
 
     def __init__(
-        self, name: str = "shards", *, max_batch: int = 5000, max_inflight_groups: int = 4
+        self,
+        name: str = "shards",
+        *,
+        max_batch: int = 5000,
+        max_inflight_groups: int = 4,
+        stall_s: float = STALL_S,
     ) -> None:
         self.name = name
         self.replies = TurnReplies(self)
-        self._commits = group_commits(self.put_many, max_inflight_groups)
+        self._commits = group_commits(self.put_many, max_inflight_groups, stall_s)
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[tuple[ShardHost | None, object]] = queue.SimpleQueue()
         self._hosts: dict[int, ShardHost] = {}
@@ -101,6 +109,9 @@ class ShardProcessor:
     def _run(self) -> None:
         while True:
             timeout = min((h.wait_s() for h in self._hosts.values()), default=0.5)
+            stalled_in = self._commits.wait_s()
+            if stalled_in is not None:
+                timeout = min(timeout, stalled_in)
             try:
                 first = self._queue.get(timeout=timeout)
             except queue.Empty:
@@ -144,14 +155,16 @@ def _flatten(batch: list[tuple[ShardHost | None, object]]) -> list[tuple[ShardHo
 
 
 def group_commits(
-    put_many: Callable[[list[tuple[ShardHost, object]]], None], max_inflight: int = 4
+    put_many: Callable[[list[tuple[ShardHost, object]]], None],
+    max_inflight: int = 4,
+    stall_s: float = STALL_S,
 ) -> GroupCommits:
-    """A processor's group commits: a finished group wakes each of its hosts."""
+    """A processor's group commits: finished batches wake each of their hosts."""
 
     def wake(waiters: list[object]) -> None:
         put_many([(cast("ShardHost", host), WAKE) for host in waiters])
 
-    return GroupCommits(wake, max_inflight=max_inflight)
+    return GroupCommits(wake, max_inflight=max_inflight, stall_s=stall_s)
 
 
 def run_turn(
@@ -239,10 +252,11 @@ class LoopProcessor:
         *,
         max_inflight_groups: int = 4,
         max_defer_s: float = 0.005,
+        stall_s: float = STALL_S,
     ) -> None:
         self.name = name
         self.replies = TurnReplies(self)
-        self._commits = group_commits(self.put_many, max_inflight_groups)
+        self._commits = group_commits(self.put_many, max_inflight_groups, stall_s)
         self._max_defer_s = max_defer_s
         self._deferred: asyncio.TimerHandle | None = None
         self._loop = loop
@@ -294,7 +308,11 @@ class LoopProcessor:
     def _arm_timer(self) -> None:
         if not self._hosts or self._closed:
             return
-        at = self._loop.time() + min(h.wait_s() for h in self._hosts.values())
+        wait_s = min(h.wait_s() for h in self._hosts.values())
+        stalled_in = self._commits.wait_s()
+        if stalled_in is not None:
+            wait_s = min(wait_s, stalled_in)
+        at = self._loop.time() + wait_s
         if self._timer is not None and not self._timer.cancelled() and self._timer_at <= at:
             return  # an earlier wake-up is already set
         if self._timer is not None:

@@ -144,3 +144,73 @@ def test_a_turn_that_appended_nothing_is_not_in_flight() -> None:
 def test_the_limit_is_at_least_one() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         GroupCommits(lambda waiters: None, max_inflight=0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_stalled_group_is_released_and_its_other_batches_finish_at_once() -> None:
+    seen, clock = Outcomes(), Clock()
+    commits = GroupCommits(seen.wake, max_inflight=1, stall_s=0.5, clock=clock)
+    first, _ = commits.begin()
+    hung = first.appends.join(seen.record("a"), seen.finish("a"), "host-a")  # type: ignore[arg-type]
+    fast = first.appends.join(seen.record("b"), seen.finish("b"), "host-b")  # type: ignore[arg-type]
+    commits.end(first)
+    fast([7], None)
+    assert ("finished", "b") not in seen.events  # the group waits for its last batch
+
+    # Not yet stalled: a turn holds its records back, and waits as long as is left.
+    clock.now += 0.4
+    assert commits.wait_s() == pytest.approx(0.1)
+    second, held = commits.begin()
+    assert not second.may_append
+    second.hold("host-c")
+    commits.end(second)
+
+    # Stalled: the group no longer counts; what arrived finishes, the held host goes on.
+    clock.now += 0.2
+    third, held = commits.begin()
+    assert third.may_append and held == ["host-c"]
+    assert commits.released == 1 and commits.inflight == 0 and commits.wait_s() is None
+    assert ("finished", "b") in seen.events and ("finished", "a") not in seen.events
+    assert seen.woken == [["host-b"]]
+    commits.end(third)
+
+    # The hung batch finishes alone when it arrives, and wakes only its own host.
+    hung([8], None)
+    assert seen.events[-1] == ("finished", "a") and seen.woken[-1] == ["host-a"]
+    assert commits.inflight == 0
+
+
+def test_a_group_that_completes_as_it_stalls_finishes_once() -> None:
+    seen, clock = Outcomes(), Clock()
+    commits = GroupCommits(seen.wake, max_inflight=1, stall_s=0.5, clock=clock)
+    turn, _ = commits.begin()
+    done = turn.appends.join(seen.record("a"), seen.finish("a"), "host-a")  # type: ignore[arg-type]
+    commits.end(turn)
+    done([1], None)
+    assert not turn.appends.release()  # complete first: nothing left to release
+    clock.now += 1
+    assert commits.begin()[0].may_append and commits.released == 0
+    assert seen.events.count(("finished", "a")) == 1 and seen.woken == [["host-a"]]
+
+
+def test_a_stalled_group_is_released_with_room_to_spare_and_younger_ones_wait() -> None:
+    seen, clock = Outcomes(), Clock()
+    commits = GroupCommits(seen.wake, max_inflight=4, stall_s=0.5, clock=clock)
+    assert commits.wait_s() is None  # nothing in flight: no deadline
+    for name in ("a", "b"):
+        turn, _ = commits.begin()
+        turn.appends.join(seen.record(name), seen.finish(name), name)  # type: ignore[arg-type]
+        commits.end(turn)
+        clock.now += 0.3
+    assert commits.wait_s() == pytest.approx(0.0)  # "a" went in flight 0.6 s ago
+    commits.begin()
+    # Its replies must not wait for the limit to fill: it is released; "b" is not.
+    assert commits.released == 1 and commits.inflight == 1
+    assert commits.wait_s() == pytest.approx(0.2)
