@@ -146,9 +146,6 @@ def timed(times: Counter[str], label: str, fn: Callable[..., Any]) -> Callable[.
 SPLIT_LABELS = ["handle", "encode", "submit", "release", "store", "cache_write", "timers"]
 
 
-SPLIT_LABELS = ["handle", "encode", "submit", "release", "store", "cache_write", "timers"]
-
-
 def run_once(data: list[bytes], per_turn: int, split: bool) -> tuple[float, Counter[str]]:
     """One pass over ``data``: (process CPU seconds, wall seconds by layer)."""
     times: Counter[str] = Counter()

@@ -26,7 +26,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -265,7 +265,6 @@ class ProducerSession:
         if node in self._connections:
             return
         endpoint = self._endpoints[node]
-        host, _, port = endpoint.rpartition(":")
         connection: _Connection | None = None
 
         def responded(response: bytes) -> None:
@@ -276,18 +275,7 @@ class ProducerSession:
             if connection is not None and not connection.closed:
                 self._lose(connection, f"connection to broker {endpoint} lost: {reason}")
 
-        try:
-            transport, _ = await asyncio.wait_for(
-                self._loop.create_connection(
-                    lambda: _ResponseReader(responded, lost), host, int(port)
-                ),
-                self._timeout_s,
-            )
-        except (OSError, TimeoutError) as exc:
-            raise AppendError(
-                f"cannot connect to broker {endpoint}: {exc}", retriable=True
-            ) from exc
-        connection = _Connection(node, endpoint, transport)
+        connection = _Connection(node, endpoint, await self._dial(endpoint, responded, lost))
         self._connections[node] = connection
 
     # -- appends -------------------------------------------------------------------
@@ -378,26 +366,51 @@ class ProducerSession:
 
     # -- responses, on the loop ----------------------------------------------------------
 
+    async def _dial(
+        self, endpoint: str, on_response: Callable[[bytes], None], on_lost: Callable[[str], None]
+    ) -> asyncio.Transport:
+        host, _, port = endpoint.rpartition(":")
+        try:
+            transport, _ = await asyncio.wait_for(
+                self._loop.create_connection(
+                    lambda: _ResponseReader(on_response, on_lost), host, int(port)
+                ),
+                self._timeout_s,
+            )
+        except (OSError, TimeoutError) as exc:
+            raise AppendError(
+                f"cannot connect to broker {endpoint}: {exc}", retriable=True
+            ) from exc
+        return transport
+
     async def _call(
         self, node: int, api: int, version: int, body: bytes, *, flexible: bool = False
     ) -> bytes:
         """One request outside the produce pipeline (set-up only), on a fresh connection."""
         endpoint = self._endpoints[node]
-        host, _, port = endpoint.rpartition(":")
+        answer: asyncio.Future[bytes] = self._loop.create_future()
+
+        def responded(response: bytes) -> None:
+            if not answer.done():
+                answer.set_result(response)
+
+        def lost(reason: str) -> None:
+            if not answer.done():
+                answer.set_exception(
+                    AppendError(f"request to broker {endpoint} failed: {reason}", retriable=True)
+                )
+
+        transport = await self._dial(endpoint, responded, lost)
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, int(port)), self._timeout_s
-            )
-            try:
-                writer.write(wire.frame(api, version, 0, self._client_id, body, flexible=flexible))
-                size = int.from_bytes(await _within(reader.readexactly(4), self._timeout_s))
-                return await _within(reader.readexactly(size), self._timeout_s)
-            finally:
-                writer.close()
-        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            transport.write(wire.frame(api, version, 0, self._client_id, body, flexible=flexible))
+            return await asyncio.wait_for(answer, self._timeout_s)
+        except TimeoutError as exc:
             raise AppendError(
-                f"request to broker {endpoint} failed: {exc}", retriable=True
+                f"request to broker {endpoint} failed: no answer in {self._timeout_s:.0f}s",
+                retriable=True,
             ) from exc
+        finally:
+            transport.close()
 
     def _responded(self, connection: _Connection, response: bytes) -> None:
         if connection.closed:
@@ -481,10 +494,6 @@ class ProducerSession:
             time.sleep(0.01)
         for connection in list(self._connections.values()):
             self._io.post(functools.partial(self._lose, connection, "producer closed"))
-
-
-async def _within(awaitable: Awaitable[T], timeout_s: float) -> T:
-    return await asyncio.wait_for(awaitable, timeout_s)
 
 
 __all__ = ["BatchDone", "IoLoop", "ProducerSession", "SessionStats", "produce_error"]
