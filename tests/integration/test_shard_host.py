@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol.controller_api import RegisterNode, RegisterNodeResponse
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.processor import LoopProcessor, Processor, ShardProcessor
-from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result
+from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result, Shard
 from kafkacoord.coordinator.runtime.writer import TransactionalWriter
 from kafkacoord.server.services.dispatch import RequestDispatcher, reject
 from kafkacoord.storage.cache import ShardId, StateCache
@@ -100,6 +102,7 @@ class Served:
         routes: StaticRoutes | None = None,
         strict: bool | None = None,
         driver: str = "thread",
+        on_active: Callable[[ShardHost], None] | None = None,
     ) -> None:
         self.shard = NodeBook()
         self.serving = True
@@ -142,6 +145,7 @@ class Served:
         self.host = ShardHost(
             "metadata-0", parts, unavailable=ErrorCode.NOT_CONTROLLER,
             on_stopped=lambda _, exc: self.stopped_with.append(exc), processor=self.processor,
+            on_active=on_active,
         ).start()  # fmt: skip
         if strict:
             return
@@ -189,14 +193,43 @@ def test_answer_comes_after_the_durable_write_and_the_cache_fold(
             assert register(client, 1) == 1
             # The post-commit action ran before the reply was released.
             assert served.shard.durable == [1]
-            # The reply was released, so the record is in the log and in the cache.
-            log = [(k, v) for _, k, v in read_partition(bootstrap, topics.metadata, 0)]
-            assert any(decode_record(k, v)[0] == NodeKey(1) for k, v in log)
+
+            # The reply was released, so the record is in the log and in the cache. (Its
+            # transaction is committed; Kafka writes the commit marker that a
+            # read_committed reader waits for just after EndTxn answers.)
+            def logged() -> bool:
+                log = read_partition(bootstrap, topics.metadata, 0)
+                return any(decode_record(k, v)[0] == NodeKey(1) for _, k, v in log)
+
+            deadline = time.monotonic() + 10
+            while not logged():
+                assert time.monotonic() < deadline, "the record never showed in the log"
+                time.sleep(0.1)
             store = cache.shard(ShardId(topics.metadata, 0))
             assert [decode_record(k, v)[0] for k, v in store.items()] == [NodeKey(1)]
             assert register(client, 2) == 2
             checkpoint = store.checkpoint()
             assert checkpoint is not None and checkpoint.next_offset >= 2
+        finally:
+            served.close()
+
+
+def test_work_queued_as_the_host_becomes_active_runs_once_it_is_driven(
+    bootstrap: str, topics: InternalTopics, tmp_path: Path, driver: str
+) -> None:
+    # As the group service does: once a shard is active it queues the current topics,
+    # before the processor (if any) drives the host.
+    ran = threading.Event()
+
+    def queued(shard: Shard, now: int) -> Result:
+        ran.set()
+        return Result()
+
+    with StateCache(tmp_path / "c") as cache:
+        served = Served(bootstrap, topics, cache, "id-1", driver=driver,
+                        on_active=lambda host: host.call_soon(queued))  # fmt: skip
+        try:
+            assert ran.wait(10)
         finally:
             served.close()
 

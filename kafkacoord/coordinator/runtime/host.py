@@ -182,6 +182,9 @@ class ShardHost:
         self._lifecycle = threading.Lock()
         self._attached = False
         self._stop_requested = False
+        # Work queued (``call_soon``) before the host is attached: the processor would
+        # drop it, so it is handed over with the ATTACH.
+        self._early: list[object] = []
         # A failed append's reload waits for the end of the step, then runs off the
         # processor's thread (the listener's, in the daemon): ``detached`` tells the
         # processor to let go of this host until it attaches again.
@@ -216,8 +219,14 @@ class ShardHost:
     def _enqueue(self, event: object) -> None:
         if self._processor is None:
             self._queue.put(event)
-        else:
-            self._processor.put(self, event)
+            return
+        if event is not WAKE:  # a load's own wake-ups are waited for on its thread
+            with self._lifecycle:
+                if not self._attached:
+                    if not self._stop_requested:
+                        self._early.append(event)
+                    return
+        self._processor.put(self, event)
 
     @property
     def finished(self) -> bool:
@@ -277,7 +286,8 @@ class ShardHost:
         with self._lifecycle:
             if not self._stop_requested:
                 self._attached = True
-                self._processor.put(self, ATTACH)
+                early, self._early = self._early, []
+                self._processor.put_many([(self, ATTACH), *((self, e) for e in early)])
                 return
         self._finish(None)
 
