@@ -411,16 +411,23 @@ class HoldAppends(WrappedWriter):
             self._writer.submit(records, done)
 
 
+def holding_appends_of(
+    shard: int, shards: GroupShards, cache: StateCache
+) -> tuple[Recorder, ShardHost, HoldAppends]:
+    """Every shard answered once; then ``shard``'s appends wait until released."""
+    recorder = committed_once_per_shard(shards, cache)
+    host = shards.hosts[shard]
+    held = HoldAppends(host._writer)
+    host._writer = held
+    return recorder, host, held
+
+
 def test_a_stopping_shard_finishes_its_appends_while_the_processor_serves_on(
     served: tuple[GroupShards, StateCache],
 ) -> None:
     shards, cache = served
-    recorder = committed_once_per_shard(shards, cache)
-
     stopping = 1
-    host = shards.hosts[stopping]
-    held = HoldAppends(host._writer)
-    host._writer = held
+    recorder, host, held = holding_appends_of(stopping, shards, cache)
     _, handled = commit(SHARDS + stopping, recorder)
     shards.processor.put(host, handled)
     wait_for(lambda: bool(held.waiting))
@@ -453,11 +460,8 @@ def test_a_shard_whose_appends_hang_holds_back_only_its_own_replies(
     served: tuple[GroupShards, StateCache],
 ) -> None:
     shards, cache = served
-    recorder = committed_once_per_shard(shards, cache)
     hung = 1
-    host = shards.hosts[hung]
-    held = HoldAppends(host._writer)
-    host._writer = held
+    recorder, _, held = holding_appends_of(hung, shards, cache)
 
     # Round after round every shard commits in one turn, so every group carries the
     # hung shard's batch until its own pipeline is full: more rounds than groups may
