@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import struct
 import threading
 import time
 from collections import deque
@@ -420,7 +419,7 @@ class ProducerSession:
             if request is None:
                 raise wire.WireError("a response to no request in flight")
             outcomes = wire.produce_response(response)
-        except (wire.WireError, struct.error) as exc:
+        except wire.WireError as exc:
             self._lose(connection, f"connection to broker {connection.endpoint} lost: {exc!r}")
             return
         if request.timer is not None:

@@ -52,7 +52,10 @@ def frame(api_key: int, version: int, correlation_id: int, client_id: bytes,
 
 
 def correlation_of(response: bytes) -> int:
-    value: int = _CORRELATION.unpack_from(response)[0]
+    try:
+        value: int = _CORRELATION.unpack_from(response)[0]
+    except struct.error as exc:
+        raise WireError(f"a response of {len(response)} bytes has no correlation id") from exc
     return value
 
 

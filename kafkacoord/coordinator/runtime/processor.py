@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final, Protocol, cast
 import structlog
 
 from .shard import Reply, Request, send_replies
-from .turn import GroupCommits, Turn
+from .turn import STALL_S, GroupCommits, Turn
 
 if TYPE_CHECKING:
     from .host import ShardHost
@@ -32,9 +32,6 @@ log = structlog.get_logger(__name__)
 ATTACH: Final = object()  # a host finished loading: drive it from now on
 WAKE: Final = object()  # a host's append finished: release it
 _CLOSE: Final = object()
-# A group of appends in flight this long is released (see GroupCommits): far beyond a
-# healthy broker's acks=all round trip, well within a client's request timeout.
-STALL_S: Final = 0.5
 
 
 class Processor(Protocol):
@@ -108,12 +105,8 @@ class ShardProcessor:
 
     def _run(self) -> None:
         while True:
-            timeout = min((h.wait_s() for h in self._hosts.values()), default=0.5)
-            stalled_in = self._commits.wait_s()
-            if stalled_in is not None:
-                timeout = min(timeout, stalled_in)
             try:
-                first = self._queue.get(timeout=timeout)
+                first = self._queue.get(timeout=next_wake_s(self._hosts, self._commits))
             except queue.Empty:
                 first = None
             taken = [] if first is None else [first]
@@ -165,6 +158,14 @@ def group_commits(
         put_many([(cast("ShardHost", host), WAKE) for host in waiters])
 
     return GroupCommits(wake, max_inflight=max_inflight, stall_s=stall_s)
+
+
+def next_wake_s(hosts: dict[int, ShardHost], commits: GroupCommits) -> float:
+    """How long a processor may wait for events: until a host's timer is due or the
+    oldest group in flight counts as stalled (at most 0.5 s)."""
+    wait_s = min((h.wait_s() for h in hosts.values()), default=0.5)
+    stalled_in = commits.wait_s()
+    return wait_s if stalled_in is None else min(wait_s, stalled_in)
 
 
 def run_turn(
@@ -308,11 +309,7 @@ class LoopProcessor:
     def _arm_timer(self) -> None:
         if not self._hosts or self._closed:
             return
-        wait_s = min(h.wait_s() for h in self._hosts.values())
-        stalled_in = self._commits.wait_s()
-        if stalled_in is not None:
-            wait_s = min(wait_s, stalled_in)
-        at = self._loop.time() + wait_s
+        at = self._loop.time() + next_wake_s(self._hosts, self._commits)
         if self._timer is not None and not self._timer.cancelled() and self._timer_at <= at:
             return  # an earlier wake-up is already set
         if self._timer is not None:

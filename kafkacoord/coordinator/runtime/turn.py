@@ -34,6 +34,10 @@ from .writer import Delivered
 
 log = structlog.get_logger(__name__)
 
+# A group of appends in flight this long is released (see GroupCommits): far beyond a
+# healthy broker's acks=all round trip, well within a client's request timeout.
+STALL_S = 0.5
+
 # Called on whichever thread finishes batches, with each of their waiters once.
 Wake = Callable[[list[object]], None]
 
@@ -116,15 +120,14 @@ class AppendBarrier:
             if batch is not None:
                 batch.arrived = True
             self._remaining -= 1
-            if self._released:
-                alone = [] if batch is None else [batch]
-            elif self._remaining:
-                return
-            else:
+            released = self._released
+            if not released:
+                if self._remaining:
+                    return
                 self._complete = True
-                alone = None
-        if alone is not None:
-            self._finish(alone)
+        if released:  # the group no longer waits for its last batch: this one goes alone
+            if batch is not None:
+                self._finish([batch])
             return
         if self._settled is not None:
             self._settled(self)
@@ -172,7 +175,7 @@ class GroupCommits:
         wake: Wake,
         *,
         max_inflight: int = 4,
-        stall_s: float = 0.5,
+        stall_s: float = STALL_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_inflight < 1:
@@ -245,4 +248,4 @@ class GroupCommits:
                 self._groups.remove(group)
 
 
-__all__ = ["AppendBarrier", "GroupCommits", "Turn", "Wake"]
+__all__ = ["STALL_S", "AppendBarrier", "GroupCommits", "Turn", "Wake"]
