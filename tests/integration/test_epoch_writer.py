@@ -21,7 +21,7 @@ from kafkacoord.codecs.models import (
     ShardLeaderValue,
 )
 from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter, SharedProducer
-from kafkacoord.coordinator.runtime.writer import RawRecord, WriterFencedError
+from kafkacoord.coordinator.runtime.writer import Delivered, RawRecord, WriterFencedError
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import admin_client, replay_consumer
 from kafkacoord.storage.errors import AppendError
@@ -144,3 +144,57 @@ def test_foreign_records_without_a_newer_leader_do_not_fence(
     got = submit_and_wait(writer, [commit(2)])
     assert got == [4]  # marker 0, commit 1, two foreign records, then ours
     writer.close()
+
+
+@pytest.fixture
+def two_shards(bootstrap: str, prefix: str) -> str:
+    topics = InternalTopics(prefix=prefix, offsets_partitions=2)
+    ensure_topics(admin_client(bootstrap), topics.specs(), replication_factor=1)
+    return topics.offsets
+
+
+def test_a_gap_read_back_holds_only_its_own_shard(
+    bootstrap: str, shared: SharedProducer, two_shards: str
+) -> None:
+    gapped = LeaderEpochWriter(shared, two_shards, 0, epoch=3, marker=marker(3, 1))
+    other = LeaderEpochWriter(shared, two_shards, 1, epoch=3, marker=marker(3, 1))
+    assert submit_and_wait(gapped, [commit(1)]) == [1]
+    append_all(bootstrap, two_shards, [(0, b"\xff\x01garbage", b"x")])
+
+    # The read-back of the gap is real, but held until the test lets it go on.
+    reading, go_on = threading.Event(), threading.Event()
+    read_back = gapped._newest_leader_epoch
+
+    def held(start: int, end: int) -> int | None:
+        reading.set()
+        assert go_on.wait(60)
+        return read_back(start, end)
+
+    gapped._newest_leader_epoch = held  # type: ignore[method-assign]
+    reported: list[tuple[str, list[int], AppendError | None]] = []
+    both = threading.Event()
+
+    def report(name: str) -> Delivered:
+        def done(offsets: list[int], error: AppendError | None) -> None:
+            reported.append((name, offsets, error))
+            if len(reported) == 2:
+                both.set()
+
+        return done
+
+    try:
+        gapped.submit([commit(2)], report("after the gap"))
+        assert reading.wait(30)
+        gapped.submit([commit(3)], report("behind it"))
+        # The shared session goes on reporting the other shard's batches meanwhile.
+        assert submit_and_wait(other, [commit(4)]) == [1]
+        assert submit_and_wait(other, [commit(5)]) == [2]
+        assert reported == []
+    finally:
+        go_on.set()
+    assert both.wait(30)
+    # marker 0, commit 1, the foreign record 2, then ours, in order and durable
+    assert reported == [("after the gap", [3], None), ("behind it", [4], None)]
+    assert submit_and_wait(gapped, [commit(6)]) == [5]
+    gapped.close()
+    other.close()

@@ -17,7 +17,9 @@ top of any Kafka-compatible broker:
   partition while it leads, so offsets are consecutive; a gap is read back, and
   if it holds a newer ``ShardLeader`` this process is a zombie: the batch is
   reported as fenced, never as durable, so no caller is told that a write which
-  every reader ignores succeeded.
+  every reader ignores succeeded. The read-back runs on a thread of its own, with
+  this writer's later batches waiting behind it: the shared session's I/O thread
+  goes on reporting the other shards' batches meanwhile.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from typing import cast
 
@@ -86,6 +89,10 @@ class SharedProducer:
         self._io.close()
 
 
+# A batch's outcome as the session reports it: record count, callback, base offset, error.
+_Outcome = tuple[int, Delivered, int, AppendError | None]
+
+
 class LeaderEpochWriter:
     """A group shard's pipelined writer: announces its leader epoch with a ``ShardLeader``
     record on open and tags every record with it, so readers drop a deposed leader's writes."""
@@ -111,6 +118,9 @@ class LeaderEpochWriter:
         self._failure: AppendError | None = None  # sticky: later batches fail too
         self._outstanding = 0
         self._idle = threading.Condition()
+        # Batches reported while a gap is read back wait here, in order (see _complete).
+        self._behind: deque[_Outcome] | None = None
+        self._behind_lock = threading.Lock()
         try:
             offsets = self.write([marker])
         except AppendError:
@@ -122,7 +132,8 @@ class LeaderEpochWriter:
     # -- appends ---------------------------------------------------------------------
 
     def submit(self, records: Sequence[RawRecord], done: Delivered) -> None:
-        """Append without waiting; ``done`` runs on the writer's thread, in batch order."""
+        """Append without waiting; ``done`` runs in batch order, on the session's I/O
+        thread (or, after a gap, on the thread that reads the gap back)."""
         if not records:
             done([], None)
             return
@@ -160,6 +171,37 @@ class LeaderEpochWriter:
     # -- the delivery thread -----------------------------------------------------------
 
     def _complete(self, count: int, done: Delivered, base: int, error: AppendError | None) -> None:
+        """A batch's outcome, on the session's I/O thread, which every shard shares. A
+        batch after a gap goes to a thread of its own to be read back, and this
+        writer's later batches queue behind it to keep their order."""
+        outcome = (count, done, base, error)
+        with self._behind_lock:
+            if self._behind is None and not self._after_gap(base, error):
+                behind = None
+            else:
+                start = self._behind is None
+                behind = self._behind = self._behind or deque()
+                behind.append(outcome)
+        if behind is None:
+            self._settle(*outcome)
+        elif start:
+            threading.Thread(target=self._catch_up, daemon=True,
+                             name=f"{self.topic}-{self.partition}-gap").start()  # fmt: skip
+
+    def _after_gap(self, base: int, error: AppendError | None) -> bool:
+        expected = self._next_offset
+        return self._failure is None and error is None and expected not in (None, base)
+
+    def _catch_up(self) -> None:
+        while True:
+            with self._behind_lock:
+                if not self._behind:
+                    self._behind = None
+                    return
+                outcome = self._behind.popleft()
+            self._settle(*outcome)
+
+    def _settle(self, count: int, done: Delivered, base: int, error: AppendError | None) -> None:
         if self._failure is None and error is not None:
             self._failure = error
         offsets = list(range(base, base + count))
