@@ -39,6 +39,7 @@ from kafkacoord.server.services.watchdog import (
     TopicIdentityProbe,
 )
 from kafkacoord.server.settings import Settings
+from kafkacoord.storage.batch_producer import IoLoop
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client, broker_count, replay_consumer
@@ -267,6 +268,7 @@ class Daemon:
             delete_retention_ms=self.state.delete_retention.get(topics.offsets,
                                                                 DEFAULT_DELETE_RETENTION_MS),
             processor=LoopProcessor(loop, loop_thread, "group-shards"),
+            appends_loop=IoLoop.running(loop, loop_thread),
         ).start()  # fmt: skip
         self.agent = NodeAgent(
             bootstrap, node_id=s.node_id, handler=self.groups, rack=s.rack,

@@ -5,7 +5,8 @@ A group shard appends whole batches and needs one outcome per batch: its base of
 every record through a Python callback on its delivery thread, and sends one produce
 request per partition; at peak those per-record reports and hand-overs cost more
 daemon CPU than the rest of a commit. This producer speaks the two Kafka APIs it
-needs (:mod:`.produce_wire`) on an event loop of its own:
+needs (:mod:`.produce_wire`) on one event loop (:class:`IoLoop`: a thread of its own,
+or a loop another component runs; the daemon's group shards share the listener's):
 
 - Every batch queued for a broker while a request to it is in flight goes into the
   next request: one produce request for every partition (group commit without a
@@ -56,15 +57,32 @@ def produce_error(code: int, where: str) -> AppendError:
 
 
 class IoLoop:
-    """An event loop on a thread of its own, for the producer's connections."""
+    """The event loop of the producer's connections: on a thread of its own, or one
+    that another component runs (:meth:`running`)."""
 
     def __init__(self, name: str) -> None:
         self.loop = new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread: threading.Thread | None = threading.Thread(
+            target=self.loop.run_forever, name=name, daemon=True
+        )
         self._thread.start()
+        self._thread_id = self._thread.ident
+
+    @classmethod
+    def running(cls, loop: asyncio.AbstractEventLoop, thread_id: int) -> IoLoop:
+        """A loop already running on thread ``thread_id``, which its owner stops."""
+        io = cls.__new__(cls)
+        io.loop, io._thread, io._thread_id = loop, None, thread_id
+        return io
+
+    def on_its_thread(self) -> bool:
+        return threading.get_ident() == self._thread_id
 
     def call(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
         """Run ``coro`` on the loop and wait for it (never from the loop's own thread)."""
+        if self.on_its_thread():
+            coro.close()
+            raise RuntimeError("a producer call cannot wait on its own event loop's thread")
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
 
     async def _cancel_tasks(self) -> None:
@@ -74,9 +92,15 @@ class IoLoop:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def post(self, callback: Callable[[], None]) -> None:
-        self.loop.call_soon_threadsafe(callback)
+        if self.on_its_thread():
+            self.loop.call_soon(callback)
+        else:
+            self.loop.call_soon_threadsafe(callback)
 
     def close(self) -> None:
+        """Stop the loop if it is this object's own."""
+        if self._thread is None:
+            return
         with contextlib.suppress(Exception):  # a loop that is stuck is left to the exit
             self.call(self._cancel_tasks(), 5)
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -485,11 +509,15 @@ class ProducerSession:
             self._connections.pop(connection.node, None)
             connection.close()
 
+    def on_io_thread(self) -> bool:
+        """Whether the caller runs on the thread that reports this session's batches."""
+        return self._io.on_its_thread()
+
     def close(self, timeout_s: float = 5.0) -> None:
         """Wait (within ``timeout_s``) for what is in flight, then close."""
         deadline = time.monotonic() + timeout_s
         self.retire()
-        while time.monotonic() < deadline and self._connections:
+        while time.monotonic() < deadline and self._connections and not self.on_io_thread():
             time.sleep(0.01)
         for connection in list(self._connections.values()):
             self._io.post(functools.partial(self._lose, connection, "producer closed"))

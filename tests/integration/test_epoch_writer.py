@@ -8,6 +8,7 @@ of the log must ignore them.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from kafkacoord.codecs.models import (
 )
 from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter, SharedProducer
 from kafkacoord.coordinator.runtime.writer import Delivered, RawRecord, WriterFencedError
+from kafkacoord.loops import new_event_loop
+from kafkacoord.storage.batch_producer import IoLoop
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import admin_client, replay_consumer
 from kafkacoord.storage.errors import AppendError
@@ -198,3 +201,47 @@ def test_a_gap_read_back_holds_only_its_own_shard(
     assert submit_and_wait(gapped, [commit(6)]) == [5]
     gapped.close()
     other.close()
+
+
+def test_a_writer_on_a_loop_it_shares_never_waits_on_that_loop(
+    bootstrap: str, offsets: str
+) -> None:
+    """As in the daemon, where the shards' appends run on the listener's loop: a wait
+    there for an append would stall the very loop that reports it."""
+    loop = new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    assert thread.ident is not None
+    shared = SharedProducer(bootstrap, "test-shared-loop", timeout_s=10,
+                            io=IoLoop.running(loop, thread.ident))  # fmt: skip
+    try:
+        writer = LeaderEpochWriter(shared, offsets, 0, epoch=1, marker=marker(1, 1))
+        assert submit_and_wait(writer, [commit(1)]) == [1]
+        seen: list[object] = []
+        reported = threading.Event()
+
+        def done(got: list[int], error: AppendError | None) -> None:
+            seen.append((got, error))
+            reported.set()
+
+        def on_the_loop() -> None:
+            try:
+                writer.write([commit(2)])
+            except RuntimeError as exc:
+                seen.append(str(exc))
+            writer.submit([commit(3)], done)
+            started = time.monotonic()
+            writer.close()  # with a batch outstanding
+            seen.append(time.monotonic() - started < 1)
+
+        loop.call_soon_threadsafe(on_the_loop)
+        assert reported.wait(30)
+        assert seen == [
+            "a writer cannot wait for its append on its producer's thread",
+            True,
+            ([2], None),  # the refused write appended nothing
+        ]
+    finally:
+        shared.close()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)

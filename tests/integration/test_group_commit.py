@@ -37,6 +37,7 @@ from kafkacoord.coordinator.runtime.writer import (
     WriterFencedError,
 )
 from kafkacoord.server.services.dispatch import RequestDispatcher, reject
+from kafkacoord.storage.batch_producer import IoLoop
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import admin_client, replay_consumer
 from kafkacoord.storage.errors import AppendError
@@ -135,7 +136,6 @@ class GroupShards:
         self, bootstrap: str, topics: InternalTopics, cache: StateCache, driver: str
     ) -> None:
         self.topic = topics.offsets
-        self.shared = SharedProducer(bootstrap, "test-group-commit", timeout_s=10)
         self.listener = Listener(
             "127.0.0.1", 0, RequestDispatcher(lambda r: reject(r, ErrorCode.NOT_CONTROLLER),
                                               self.dispatch),
@@ -143,6 +143,12 @@ class GroupShards:
         loop, loop_thread = self.listener.loop, self.listener.thread_id
         assert loop is not None and loop_thread is not None
         groups = 1 if driver == "loop-one-group" else 4
+        # As the daemon runs them: on the loop drivers the shards' appends share the
+        # listener's loop too.
+        self.shared = SharedProducer(
+            bootstrap, "test-group-commit", timeout_s=10,
+            io=IoLoop.running(loop, loop_thread) if driver.startswith("loop") else None,
+        )  # fmt: skip
         self.processor: Processor = (
             LoopProcessor(loop, loop_thread, max_inflight_groups=groups)
             if driver.startswith("loop")
@@ -186,8 +192,8 @@ class GroupShards:
         for host in self.hosts:
             host.stop()
         self.processor.close()
+        self.shared.close()  # before the listener's loop, which it may share, stops
         self.listener.close()
-        self.shared.close()
 
 
 @pytest.fixture

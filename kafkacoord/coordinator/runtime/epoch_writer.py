@@ -57,12 +57,15 @@ class SharedProducer:
     connections once what it has in flight is answered.
     """
 
-    def __init__(self, bootstrap: str, client_id: str, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, bootstrap: str, client_id: str, *, timeout_s: float = 30.0, io: IoLoop | None = None
+    ) -> None:
         self.bootstrap = bootstrap
         self.client_id = client_id
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
-        self._io = IoLoop(f"{client_id}-io")
+        # A loop of its own unless given one: the daemon gives the listener's, see README.
+        self._io = io or IoLoop(f"{client_id}-io")
         self._session: ProducerSession | None = None
         self._retired: list[ProducerSession] = []
 
@@ -148,6 +151,8 @@ class LeaderEpochWriter:
         )  # fmt: skip
 
     def write(self, records: Sequence[RawRecord]) -> list[int]:
+        if self._session.on_io_thread():
+            raise RuntimeError("a writer cannot wait for its append on its producer's thread")
         finished = threading.Event()
         outcome: list[tuple[list[int], AppendError | None]] = []
 
@@ -165,6 +170,8 @@ class LeaderEpochWriter:
 
     def close(self) -> None:
         """Wait (briefly) for this writer's batches; the shared producer stays open."""
+        if self._session.on_io_thread():
+            return  # they are reported on this very thread: waiting would only stall it
         with self._idle:
             self._idle.wait_for(lambda: self._outstanding == 0, timeout=5)
 

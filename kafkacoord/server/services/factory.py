@@ -13,6 +13,7 @@ from kafkacoord.coordinator.runtime.observer import HostObserver
 from kafkacoord.coordinator.runtime.processor import Processor, ShardProcessor
 from kafkacoord.coordinator.runtime.writer import TransactionalWriter
 from kafkacoord.server.settings import Settings
+from kafkacoord.storage.batch_producer import IoLoop
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client, replay_consumer
 from kafkacoord.storage.fold import FoldPolicy, metadata_policy, offsets_policy
@@ -80,18 +81,20 @@ def group_service(
     *,
     config: GroupConfig,
     processor: Processor | None = None,
+    appends_loop: IoLoop | None = None,
     observer: HostObserver | None = None,
     identity_probe: IdentityProbe | None = None,
     delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
     warm_interval_s: float = 2.0,
 ) -> GroupService:
     """The group service, not yet started; its shards share ``processor`` (default: a
-    thread of their own)."""
+    thread of their own), and their appends' connections run on ``appends_loop``
+    (default: a thread of their own)."""
     name = f"kafkacoord-{settings.node_id}"
     topic = settings.topics.offsets
     return GroupService(
         settings, config, cache=cache, identity=identity,
-        appends=SharedProducer(bootstrap, f"{name}-offsets",
+        appends=SharedProducer(bootstrap, f"{name}-offsets", io=appends_loop,
                                timeout_s=config.offsets_commit_timeout_ms / 1000),
         recovery=_recovery(settings, bootstrap, cache, client_id=f"{name}-groups-loader",
                            topic=topic, policy=offsets_policy(settings.offsets_retention_ms),
