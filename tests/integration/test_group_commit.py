@@ -54,10 +54,11 @@ SHARDS = 3
 RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
-@pytest.fixture(name="driver", params=["processor", "loop", "loop-one-group"])
+@pytest.fixture(name="driver", params=["processor", "loop", "loop-four-groups"])
 def driver_fixture(request: pytest.FixtureRequest) -> str:
-    """What drives the shards: a shared processor thread, or the listener's event loop;
-    with one group in flight, turns hold records back and requests wait for a turn."""
+    """What drives the shards: a shared processor thread, or the listener's event loop
+    with one group in flight (the daemon's: turns hold records back and requests wait
+    for a turn) or with four."""
     return str(request.param)
 
 
@@ -142,7 +143,7 @@ class GroupShards:
         ).start()  # fmt: skip
         loop, loop_thread = self.listener.loop, self.listener.thread_id
         assert loop is not None and loop_thread is not None
-        groups = 1 if driver == "loop-one-group" else 4
+        groups = 4 if driver == "loop-four-groups" else 1
         # As the daemon runs them: on the loop drivers the shards' appends share the
         # listener's loop too.
         self.shared = SharedProducer(

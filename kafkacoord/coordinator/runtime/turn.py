@@ -9,13 +9,14 @@ them into one RocksDB write (:class:`~kafkacoord.storage.cache.CacheBatch`) and
 sends every reply together. A shard whose batch failed fails alone: its outcome is
 its own, only the moment it is looked at is shared.
 
-:class:`GroupCommits` bounds how many turns' appends are in flight at once (four by
-default). A turn beyond it still handles its requests and replays their records
-(later requests see them), but holds the records back; the turn after the next
-append finishes sends everything held, of every shard, as one group. At low load
-nothing is in flight and a turn appends at once: no added wait. A group that stalls
-(one partition's produce hangs) is released after a while: its other batches finish,
-and it no longer holds every shard's next appends back.
+:class:`GroupCommits` bounds how many turns' appends are in flight at once (its
+processor chooses how many). A turn beyond it still handles its requests and
+replays their records (later requests see them), but holds the records back; the
+turn after the next append finishes sends everything held, of every shard, as one
+group. At low load nothing is in flight and a turn appends at once: no added
+wait. A group that stalls (one partition's produce hangs) is released after a
+while: its other batches finish, and it no longer holds every shard's next
+appends back.
 """
 
 from __future__ import annotations
