@@ -18,8 +18,8 @@ top of any Kafka-compatible broker:
   if it holds a newer ``ShardLeader`` this process is a zombie: the batch is
   reported as fenced, never as durable, so no caller is told that a write which
   every reader ignores succeeded. The read-back runs on a thread of its own, with
-  this writer's later batches waiting behind it: the shared session's I/O thread
-  goes on reporting the other shards' batches meanwhile.
+  this writer's later batches waiting behind it: the shared session's event loop
+  (in the daemon, the listener's) goes on reporting the other shards' batches.
 """
 
 from __future__ import annotations
@@ -135,8 +135,8 @@ class LeaderEpochWriter:
     # -- appends ---------------------------------------------------------------------
 
     def submit(self, records: Sequence[RawRecord], done: Delivered) -> None:
-        """Append without waiting; ``done`` runs in batch order, on the session's I/O
-        thread (or, after a gap, on the thread that reads the gap back)."""
+        """Append without waiting; ``done`` runs in batch order, on the session's event
+        loop (or, after a gap, on the thread that reads the gap back)."""
         if not records:
             done([], None)
             return
@@ -178,7 +178,7 @@ class LeaderEpochWriter:
     # -- the delivery thread -----------------------------------------------------------
 
     def _complete(self, count: int, done: Delivered, base: int, error: AppendError | None) -> None:
-        """A batch's outcome, on the session's I/O thread, which every shard shares. A
+        """A batch's outcome, on the session's event loop, which every shard shares. A
         batch after a gap goes to a thread of its own to be read back, and this
         writer's later batches queue behind it to keep their order."""
         outcome = (count, done, base, error)
