@@ -517,7 +517,9 @@ class ProducerSession:
         """Wait (within ``timeout_s``) for what is in flight, then close."""
         deadline = time.monotonic() + timeout_s
         self.retire()
-        while time.monotonic() < deadline and self._connections and not self.on_io_thread():
+        if self.on_io_thread():
+            deadline = 0.0  # what is in flight is answered on this very thread: no wait
+        while time.monotonic() < deadline and self._connections:
             time.sleep(0.01)
         for connection in list(self._connections.values()):
             self._io.post(functools.partial(self._lose, connection, "producer closed"))

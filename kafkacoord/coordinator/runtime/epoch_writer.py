@@ -175,7 +175,7 @@ class LeaderEpochWriter:
         with self._idle:
             self._idle.wait_for(lambda: self._outstanding == 0, timeout=5)
 
-    # -- the delivery thread -----------------------------------------------------------
+    # -- outcomes, on the session's event loop -----------------------------------------
 
     def _complete(self, count: int, done: Delivered, base: int, error: AppendError | None) -> None:
         """A batch's outcome, on the session's event loop, which every shard shares. A
@@ -196,8 +196,12 @@ class LeaderEpochWriter:
                              name=f"{self.topic}-{self.partition}-gap").start()  # fmt: skip
 
     def _after_gap(self, base: int, error: AppendError | None) -> bool:
-        expected = self._next_offset
-        return self._failure is None and error is None and expected not in (None, base)
+        """Whether settling this batch would read a gap back (see _check_consecutive)."""
+        return self._failure is None and error is None and self._follows_gap(base)
+
+    def _follows_gap(self, base: int) -> bool:
+        # A batch's offsets are consecutive: only its first can follow a gap.
+        return self._next_offset is not None and base != self._next_offset
 
     def _catch_up(self) -> None:
         while True:
@@ -226,8 +230,7 @@ class LeaderEpochWriter:
             self._idle.notify_all()
 
     def _check_consecutive(self, offsets: list[int]) -> None:
-        # A batch's offsets are consecutive: only its first can follow a gap.
-        if self._next_offset is not None and offsets[0] != self._next_offset:
+        if self._next_offset is not None and self._follows_gap(offsets[0]):
             self._inspect_gap(self._next_offset, offsets[0])
         self._next_offset = offsets[-1] + 1
 
