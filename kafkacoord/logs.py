@@ -16,10 +16,17 @@ def configure(level: str = "info", fmt: str = "console") -> None:
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    # Tracebacks as Python prints them: never with local variables (rich's default), which
+    # would put request contents and a shard's state into the log.
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        else structlog.dev.ConsoleRenderer(
+            colors=sys.stderr.isatty(), exception_formatter=structlog.dev.plain_traceback
+        )
+    )
+    pre_render: list[structlog.types.Processor] = (
+        [structlog.processors.format_exc_info] if fmt == "json" else []
     )
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
@@ -31,7 +38,11 @@ def configure(level: str = "info", fmt: str = "console") -> None:
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                *pre_render,
+                renderer,
+            ],
         )
     )
     root = logging.getLogger()

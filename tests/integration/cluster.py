@@ -22,10 +22,10 @@ T = TypeVar("T")
 class DaemonProcess:
     """``python -m kafkacoord daemon`` with JSON logs collected line by line."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], module: str = "kafkacoord") -> None:
         self.env = env
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "kafkacoord", "daemon"],
+            [sys.executable, "-m", module, "daemon"],
             env={**os.environ, **env},
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from kafkacoord.codecs.models import NodeValue, PartitionValue, RebalanceValue, TopicValue
+from kafkacoord.codecs.models import (
+    NodeValue,
+    PartitionKey,
+    PartitionValue,
+    RebalanceValue,
+    TopicKey,
+    TopicValue,
+)
 from kafkacoord.coordinator.runtime.shard import Record
 
 from .image import TP, MetadataImage, is_live_node
@@ -65,6 +72,39 @@ class Batch:
         self._rebalance: RebalanceValue | None = None
         # Partitions changed here that are (or were) being reassigned.
         self.reassign_keys: dict[TP, None] = {}
+
+    # -- savepoints ------------------------------------------------------------------------------
+
+    def mark(self) -> tuple[int, int, dict[TP, None]]:
+        """A savepoint to :meth:`rollback` to: cheap, as the controller's timers take one
+        per timer."""
+        return len(self.records), len(self.after_commit), dict(self.reassign_keys)
+
+    def rollback(self, mark: tuple[int, int, dict[TP, None]]) -> None:
+        """Forget what was written since ``mark``: the overlay is rebuilt from the records
+        kept (a failure is rare, so only it pays)."""
+        records, after, reassign = mark
+        kept = self.records[:records]
+        del self.after_commit[after:]
+        self.records = []
+        self._nodes, self._topics, self._partitions = {}, {}, {}
+        self._live, self._rebalance = None, None
+        for record in kept:
+            value, key = record.value, record.key
+            if isinstance(value, NodeValue):
+                self._nodes[value.node_id] = value
+            elif isinstance(value, TopicValue):
+                self._topics[value.name] = value
+            elif isinstance(value, PartitionValue):
+                self._partitions[(value.topic, value.partition)] = value
+            elif isinstance(value, RebalanceValue):
+                self._rebalance = value
+            elif isinstance(key, TopicKey):
+                self._topics[key.name] = None
+            elif isinstance(key, PartitionKey):
+                self._partitions[(key.topic, key.partition)] = None
+        self.records = kept
+        self.reassign_keys = reassign
 
     # -- reads (pending first, then the image) -----------------------------------------------
 

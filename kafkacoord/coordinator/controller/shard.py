@@ -38,8 +38,8 @@ from kafkacoord.coordinator.runtime.gc_pause import (
     freeze_long_lived,
     gc_paused,
 )
-from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result
-from kafkacoord.coordinator.runtime.timers import Timers
+from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result, encode_records
+from kafkacoord.coordinator.runtime.timers import TimerRetries, Timers
 
 from .batch import Batch
 from .config import ControllerConfig
@@ -107,6 +107,7 @@ class ControllerShard:
         self.rng = rng if rng is not None else random.Random()
         self.image = MetadataImage()
         self.timers = Timers()
+        self.retries = TimerRetries()
         self.replica_states = ReplicaStateMachine()
         self.partitions = PartitionManager(config)
         self.nodes = NodeManager(config, self.partitions, self.timers)
@@ -213,6 +214,8 @@ class ControllerShard:
                 self.reassignments.settle(batch)
                 if request.api != "NodeHeartbeat":  # the common request changes no partition
                     self._step_rebalance(batch)
+                # A value no record can hold fails this request here, not the append.
+                encode_records(batch.records)
         except ProtocolError as exc:
             self._restore(saved)
             return self._error(request, exc.code, exc.message)
@@ -233,7 +236,7 @@ class ControllerShard:
                 return self._fire_timers(now_ms)
         except Exception:
             self._restore(saved)
-            raise
+            raise  # the runtime logs it and backs off
 
     def _batch(self, now_ms: int) -> Batch:
         config = self.config
@@ -252,28 +255,53 @@ class ControllerShard:
     def _fire_timers(self, now_ms: int) -> Result:
         batch = self._batch(now_ms)
         for key in self.timers.pop_due(now_ms):
-            if key == REBALANCE_TIMER:
-                more = self.leadership.rebalance(batch)
-                delay = (
-                    self.config.rebalance_continue_delay_ms
-                    if more
-                    else self.config.leader_imbalance_check_interval_ms
-                )
-                self.timers.schedule(REBALANCE_TIMER, now_ms + delay)
-            elif isinstance(key, tuple) and key[0] == SESSION_TIMER:
-                if self.nodes.expire(batch, key[1]):
-                    log.info("node %d session expired: fenced", key[1])
-            elif isinstance(key, tuple) and key[0] == ISR_SHRINK_TIMER:
-                self.nodes.shrink_isrs(batch, key[1])
-            elif isinstance(key, tuple) and key[0] == DELETE_TOPIC_TIMER:
-                self.deletions.finish(batch, key[1])
-            elif key == EXECUTE_TIMER:
-                pass  # the step below runs on every timer run
-            else:
-                log.error("unknown controller timer %r", key)
+            # Each timer runs alone, as each of Kafka's is an event of its own: one that
+            # fails is undone, logged and retried after a backoff; the others go on.
+            mark, saved = batch.mark(), self._soft_state()
+            try:
+                self._fire_timer(batch, key, now_ms)
+                encode_records(batch.records[mark[0] :])
+            except Exception as exc:
+                batch.rollback(mark)
+                self._restore(saved)
+                self._timer_failed(key, now_ms, exc)
+                continue
+            self.retries.succeeded(key)
         self.reassignments.settle(batch)
         self._step_rebalance(batch)
+        encode_records(batch.records)
         return self._result(batch)
+
+    def _timer_failed(self, key: Hashable, now_ms: int, exc: Exception) -> None:
+        retry_at = self.retries.failed(key, now_ms)
+        if retry_at is None:
+            log.error("controller timer %r failed again; dropped (%s: %s)", key,
+                      type(exc).__name__, exc, exc_info=exc)  # fmt: skip
+            return
+        self.timers.schedule(key, retry_at)
+        log.error("controller timer %r failed; retrying in %d ms (%s: %s)", key,
+                  retry_at - now_ms, type(exc).__name__, exc, exc_info=exc)  # fmt: skip
+
+    def _fire_timer(self, batch: Batch, key: Hashable, now_ms: int) -> None:
+        if key == REBALANCE_TIMER:
+            more = self.leadership.rebalance(batch)
+            delay = (
+                self.config.rebalance_continue_delay_ms
+                if more
+                else self.config.leader_imbalance_check_interval_ms
+            )
+            self.timers.schedule(REBALANCE_TIMER, now_ms + delay)
+        elif isinstance(key, tuple) and key[0] == SESSION_TIMER:
+            if self.nodes.expire(batch, key[1]):
+                log.info("node %d session expired: fenced", key[1])
+        elif isinstance(key, tuple) and key[0] == ISR_SHRINK_TIMER:
+            self.nodes.shrink_isrs(batch, key[1])
+        elif isinstance(key, tuple) and key[0] == DELETE_TOPIC_TIMER:
+            self.deletions.finish(batch, key[1])
+        elif key == EXECUTE_TIMER:
+            pass  # the step below runs on every timer run
+        else:
+            log.error("unknown controller timer %r", key)
 
     def _step_rebalance(self, batch: Batch) -> None:
         """Move a running rebalance on; its timer ticks while it runs."""

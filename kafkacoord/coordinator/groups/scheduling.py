@@ -12,11 +12,12 @@ Keys:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Hashable
-from typing import Final
+from typing import Final, TypeVar
 
-from kafkacoord.coordinator.runtime.shard import Result
-from kafkacoord.coordinator.runtime.timers import Timers
+from kafkacoord.coordinator.runtime.shard import Result, encode_records
+from kafkacoord.coordinator.runtime.timers import TimerRetries, Timers
 
 __all__ = [
     "EXPIRATION_TIMER",
@@ -27,6 +28,9 @@ __all__ = [
 ]
 
 EXPIRATION_TIMER: Final = ("expire-offsets",)
+
+log = logging.getLogger(__name__)
+_S = TypeVar("_S")
 
 # Bounds one fire() call if timers keep rescheduling at the same instant.
 _MAX_ROUNDS: Final = 1_000
@@ -50,6 +54,7 @@ class ShardTimers:
 
     def __init__(self) -> None:
         self._timers = Timers()
+        self._retries = TimerRetries()
         # While a batch fires: the keys scheduled or cancelled meanwhile.
         self._touched: set[Hashable] | None = None
 
@@ -71,6 +76,7 @@ class ShardTimers:
 
     def clear(self) -> None:
         self._timers.clear()
+        self._retries.clear()
 
     def snapshot(self) -> dict[Hashable, int]:
         return self._timers.snapshot()
@@ -78,8 +84,20 @@ class ShardTimers:
     def restore(self, snapshot: dict[Hashable, int]) -> None:
         self._timers.restore(snapshot)
 
-    def fire(self, now_ms: int, handler: Callable[[Hashable], Result]) -> Result:
-        """Run ``handler`` for every key due at ``now_ms``, earliest first."""
+    def fire(
+        self,
+        now_ms: int,
+        handler: Callable[[Hashable], Result],
+        save: Callable[[Hashable], _S],
+        restore: Callable[[_S], None],
+    ) -> Result:
+        """Run ``handler`` for every key due at ``now_ms``, earliest first.
+
+        Each key runs alone, as each of Kafka's timers is an event of its own: one that
+        throws (or returns a record that cannot be encoded) has what ``save`` kept put
+        back, is logged, and is tried again after a backoff; the others fire as usual.
+        One that keeps failing is dropped, so the shard serves on.
+        """
         result = Result()
         for _ in range(_MAX_ROUNDS):
             due = self._timers.pop_due(now_ms)
@@ -89,8 +107,28 @@ class ShardTimers:
             self._touched = touched
             try:
                 for key in due:
-                    if key not in touched:
-                        result.extend(handler(key))
+                    if key in touched:
+                        continue
+                    saved = save(key)
+                    try:
+                        part = handler(key)
+                        encode_records(part.records)
+                    except Exception as exc:
+                        restore(saved)
+                        self._failed(key, now_ms, exc)
+                        continue
+                    self._retries.succeeded(key)
+                    result.extend(part)
             finally:
                 self._touched = None
         return result
+
+    def _failed(self, key: Hashable, now_ms: int, exc: Exception) -> None:
+        retry_at = self._retries.failed(key, now_ms)
+        if retry_at is None:
+            log.error("group timer %r failed again; dropped (%s: %s)", key,
+                      type(exc).__name__, exc, exc_info=exc)  # fmt: skip
+            return
+        self._timers.schedule(key, retry_at)
+        log.error("group timer %r failed; retrying in %d ms (%s: %s)", key, retry_at - now_ms,
+                  type(exc).__name__, exc, exc_info=exc)  # fmt: skip

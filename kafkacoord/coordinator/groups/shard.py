@@ -38,7 +38,14 @@ from kafkacoord.codecs.models import (
 )
 from kafkacoord.coordinator.protocol import GROUP_APIS, Body, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
-from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result
+from kafkacoord.coordinator.runtime.shard import (
+    Record,
+    Reply,
+    Request,
+    RequestRef,
+    Result,
+    encode_records,
+)
 
 from .classic_group import ClassicGroup, GroupSnapshot
 from .commit_replies import CommitReplies, Outcomes
@@ -74,11 +81,13 @@ _MembershipBody = api.JoinGroup | api.SyncGroup | api.LeaveGroup
 _MemberBody = _MembershipBody | api.Heartbeat
 _MEMBERSHIP_BODIES: Final = frozenset(get_args(_MembershipBody))
 _MEMBER_BODIES: Final = frozenset(get_args(_MemberBody))  # bodies naming a member
+# Timer kinds whose key names a classic group, as ("heartbeat", group, member).
+_GROUP_TIMERS: Final = frozenset({"heartbeat", "join", "sync"})
 
 
 @dataclass(frozen=True, slots=True)
 class _Saved:
-    group_id: str
+    group_id: str | None  # None: no group to put back, only the timers
     group: ClassicGroup | None
     timers: dict[Hashable, int]
 
@@ -205,7 +214,18 @@ class GroupShard:
         if not self._active:
             self._consumer.learn_topics(topics)
             return Result()
-        return self._consumer.on_topics(topics, now_ms)
+        consumer = self._consumer
+        known, was_known = consumer.topics, consumer.topics_known
+        timers = self._timers.snapshot()
+        try:
+            result = consumer.on_topics(topics, now_ms)
+            encode_records(result.records)
+            return result
+        except Exception:
+            # Put the old topics back, so the runtime's retry sees the change again.
+            consumer.topics, consumer.topics_known = known, was_known
+            self._timers.restore(timers)
+            raise
 
     def on_unloaded(self) -> list[Reply]:
         self._consumer.unload()
@@ -220,7 +240,15 @@ class GroupShard:
         return self._timers.next_deadline()
 
     def fire_timers(self, now_ms: int) -> Result:
-        return self._timers.fire(now_ms, lambda key: self._fire(key, now_ms))
+        return self._timers.fire(
+            now_ms, lambda key: self._fire(key, now_ms), self._save_for_timer, self._restore
+        )
+
+    def _save_for_timer(self, key: Hashable) -> _Saved:
+        """A classic group's timer changes that group before its records are durable."""
+        group_id = key[1] if isinstance(key, tuple) and key[0] in _GROUP_TIMERS else None
+        group = None if group_id is None else self._groups.get(group_id)
+        return _Saved(group_id, copy.deepcopy(group), self._timers.snapshot())
 
     def handle(self, request: Request, now_ms: int) -> Result:
         if not self._active:
@@ -251,7 +279,9 @@ class GroupShard:
             )
         saved = self._save(request.body)
         try:
-            return self._dispatch(request, now_ms)
+            result = self._dispatch(request, now_ms)
+            encode_records(result.records)  # a value no record can hold fails here, alone
+            return result
         except ProtocolError as exc:
             self._restore(saved)
             return Result(replies=[self._error_reply(request, exc.code, exc.message)])
@@ -272,7 +302,9 @@ class GroupShard:
     def _restore(self, saved: _Saved | None) -> None:
         if saved is None:
             return
-        if saved.group is None:
+        if saved.group_id is None:
+            pass
+        elif saved.group is None:
             self._groups.pop(saved.group_id, None)
         else:
             self._groups[saved.group_id] = saved.group

@@ -40,7 +40,8 @@ from kafkacoord.storage.errors import AppendError
 from kafkacoord.storage.fencing import epoch_headers, marker_epoch
 from kafkacoord.storage.produce_wire import Header
 
-from .writer import Delivered, RawRecord, WriterFencedError
+from .shard import RawRecord
+from .writer import Delivered, WriterFencedError
 
 log = structlog.get_logger(__name__)
 

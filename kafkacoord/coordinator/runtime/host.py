@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import enum
 import functools
+import heapq
+import itertools
 import queue
 import threading
 import time
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from kafkacoord.codecs import CodecError, decode_record, encode_record
+from kafkacoord.codecs import CodecError, decode_record
 from kafkacoord.codecs.fencing import controller_epoch_of
 from kafkacoord.codecs.models import AvroModel
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
@@ -42,17 +44,20 @@ from .observer import HostObserver, NullObserver
 from .processor import ATTACH, WAKE, Processor
 from .shard import (
     ChannelReplies,
+    RawRecord,
     Record,
     Reply,
     ReplySink,
     Request,
     Result,
     Shard,
+    encode_records,
     new_record,
+    raw_records,
     replay_result,
 )
 from .turn import Turn
-from .writer import RawRecord, ShardWriter, WriterFencedError
+from .writer import ShardWriter, WriterFencedError
 
 log = structlog.get_logger(__name__)
 
@@ -84,6 +89,34 @@ class HostStats:
 
 
 _STOP = object()
+
+# An internal event that throws is tried again after a backoff that doubles, as
+# Kafka's runtime retries a failed event; one that fails this often is dropped.
+EVENT_BACKOFF_MS = 100
+EVENT_BACKOFF_MAX_MS = 5_000
+EVENT_ATTEMPTS = 5
+
+
+class ReplayError(Exception):
+    """Replaying a result threw: the shard may be half-changed and must be reloaded."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    """An internal event queued again after it failed ``attempt`` times."""
+
+    fn: Callable[[Shard, int], Result]
+    attempt: int
+
+
+def _name(fn: object) -> str:
+    return getattr(fn, "__qualname__", type(fn).__name__)
+
+
+def _server_error(request: Request, exc: BaseException) -> Reply:
+    message = f"{type(exc).__name__}: {exc}"
+    return Reply(request.ref, request.api, ErrorCode.UNKNOWN_SERVER_ERROR, None,
+                 message if len(message) <= 300 else message[:297] + "...")  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -190,6 +223,14 @@ class ShardHost:
         # processor to let go of this host until it attaches again.
         self._reload_pending = False
         self.detached = False
+        # Why the shard reloads once its appends finish (see _reset), if it does.
+        self._reset_cause: str | None = None
+        # Timers wait until then after the shard's firing threw (clock ms).
+        self._timers_resume_ms = 0
+        self._timer_failures = 0
+        # Internal events to try again: (due clock ms, seq, attempt, event).
+        self._retrying: list[tuple[int, int, int, Callable[[Shard, int], Result]]] = []
+        self._retry_seq = itertools.count()
         # Set once stopping: when the appends still in flight stop being waited for.
         self._draining_until: float | None = None
         self._stopped = threading.Event()
@@ -321,6 +362,8 @@ class ShardHost:
 
     def _load_paused(self) -> None:
         started = time.monotonic()
+        self._reset_cause = None  # a load is the reset
+        self._timers_resume_ms, self._timer_failures = 0, 0
         self.state = HostState.LOADING
         self._active.clear()
         load = self.parts.recover()
@@ -373,15 +416,29 @@ class ShardHost:
         return records
 
     def _apply(self, result: Result) -> Result:
+        """Encode a result's records (if its handler did not), then replay them.
+
+        Encoding first means a record no schema can hold is refused before anything
+        changed. A replay that throws leaves the shard half-changed: :class:`ReplayError`.
+        """
         assert self.shard is not None
-        return replay_result(self.shard, result)
+        encode_records(result.records)
+        try:
+            return replay_result(self.shard, result)
+        except Exception as exc:
+            raise ReplayError(f"{type(exc).__name__}: {exc}") from exc
 
     def wait_s(self) -> float:
         """How long this host may wait for events before a timer is due (at most 0.5 s)."""
         if self._draining_until is not None:  # timers no longer fire; the flush may expire
             return min(max(0.0, self._draining_until - time.monotonic()), 0.5)
         shard = self.shard
-        deadline = None if shard is None else shard.next_deadline_ms()
+        deadline = None if shard is None or self._reset_cause else shard.next_deadline_ms()
+        if deadline is not None:
+            deadline = max(deadline, self._timers_resume_ms)
+        if self._retrying:
+            retry_at = self._retrying[0][0]
+            deadline = retry_at if deadline is None else min(deadline, retry_at)
         wait_s = 0.5 if deadline is None else max(0.0, (deadline - self._clock_ms()) / 1000)
         return min(wait_s, 0.5)
 
@@ -408,15 +465,25 @@ class ShardHost:
         assert self.shard is not None
         if self._draining_until is not None:
             return self._drain(events, turn)
+        if self._reset_cause is not None:
+            return self._step_resetting(events, turn)
         now = self._clock_ms()
         later: list[object] | None = None
+        if self._retrying and self._retrying[0][0] <= now:
+            events = self._due_retries(now) + events
         for index, event in enumerate(events):
             if event is _STOP:
                 later = events[index + 1 :]  # refused by the drain
                 break
-            if event is not WAKE:
+            if event is WAKE:
+                continue
+            if self._reset_cause is None:
                 self._open.extend(self._handle(event, now))
-        self._open.extend(self._apply(self.shard.fire_timers(self._clock_ms())))
+            elif isinstance(event, Request):  # this shard is to be reset: see _reset
+                self.parts.replies.send(
+                    [Reply(event.ref, event.api, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)]
+                )
+        self._open.extend(self._fire_timers())
         if later is not None:
             # What was handled is appended and answered before the host stops, but the
             # driving thread does not wait for it: later steps finish the appends.
@@ -425,6 +492,105 @@ class ShardHost:
         self._pump(turn)
         if self._reload_pending:
             self._detach_to_reload()
+        elif self._reset_cause is not None:
+            return self._step_resetting([], turn)
+        return True
+
+    # -- failures that leave the shard serving -----------------------------------------------
+
+    def _fire_timers(self) -> Result:
+        """Fire due timers. The shards guard each timer themselves (put back, retried with
+        a backoff, dropped if it keeps failing); should a shard's own firing throw, its
+        timers wait a backoff here instead of stopping the host."""
+        assert self.shard is not None
+        now = self._clock_ms()
+        if now < self._timers_resume_ms or self._reset_cause is not None:
+            return Result()
+        try:
+            result = self.shard.fire_timers(now)
+        except Exception as exc:
+            self._timer_failures += 1
+            backoff_ms = min(EVENT_BACKOFF_MS << min(self._timer_failures - 1, 16),
+                             EVENT_BACKOFF_MAX_MS)  # fmt: skip
+            self._timers_resume_ms = now + backoff_ms
+            log.error("shard timers failed; retrying after a backoff", shard=self.name,
+                      backoff_ms=backoff_ms, error=f"{type(exc).__name__}: {exc}",
+                      exc_info=exc)  # fmt: skip
+            return Result()
+        self._timer_failures = 0
+        try:
+            return self._apply(result)
+        except Exception as exc:
+            self._reset("timer result failed", exc)
+            return Result()
+
+    def _event(self, fn: Callable[[Shard, int], Result], now: int, attempt: int) -> Result:
+        """An internal event (new topics, an admin hook), guarded like a handler: one that
+        throws is retried after a backoff, and dropped if it keeps failing."""
+        assert self.shard is not None
+        try:
+            result = fn(self.shard, now)
+        except Exception as exc:
+            if attempt + 1 >= EVENT_ATTEMPTS:
+                log.error("shard event failed again; dropped", shard=self.name, handler=_name(fn),
+                          attempts=attempt + 1, error=f"{type(exc).__name__}: {exc}",
+                          exc_info=exc)  # fmt: skip
+                return Result()
+            backoff_ms = min(EVENT_BACKOFF_MS << attempt, EVENT_BACKOFF_MAX_MS)
+            heapq.heappush(
+                self._retrying, (now + backoff_ms, next(self._retry_seq), attempt + 1, fn)
+            )
+            log.error("shard event failed; retrying after a backoff", shard=self.name,
+                      handler=_name(fn), backoff_ms=backoff_ms,
+                      error=f"{type(exc).__name__}: {exc}", exc_info=exc)  # fmt: skip
+            return Result()
+        try:
+            return self._apply(result)
+        except Exception as exc:
+            self._reset("event result failed", exc)
+            return Result()
+
+    def _due_retries(self, now: int) -> list[object]:
+        due: list[object] = []
+        while self._retrying and self._retrying[0][0] <= now:
+            _, _, attempt, fn = heapq.heappop(self._retrying)
+            due.append(_Retry(fn, attempt))
+        return due
+
+    def _reset(self, cause: str, exc: BaseException) -> None:
+        """The shard's memory can no longer be trusted (a replay threw half-way): take no
+        new work, let what was handled before become durable and be answered, then load
+        the shard again from the cache and the log."""
+        if self._reset_cause is None:
+            log.error("shard state suspect; reloading it once its appends finish",
+                      shard=self.name, cause=cause, error=f"{type(exc).__name__}: {exc}",
+                      exc_info=exc)  # fmt: skip
+            self._reset_cause = cause
+
+    def _step_resetting(self, events: list[object], turn: Turn | None) -> bool:
+        """A step while a reset waits for the appends before it. Requests are refused as
+        loading (retriable); internal events are dropped, as the reload rebuilds what they
+        would have told the shard (its owner hands new topics to a loaded shard)."""
+        refused = [e for e in events if isinstance(e, Request)]
+        self.parts.replies.send([Reply(e.ref, e.api, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+                                 for e in refused])  # fmt: skip
+        self._pump(turn)
+        if self._reload_pending:  # an append failed meanwhile: its reload does it all
+            self._reset_cause = None
+            self._detach_to_reload()
+            return True
+        if self._open or self._inflight:
+            return True
+        cause, self._reset_cause = self._reset_cause, None
+        self._observer.restarted(self.name, "reset")
+        log.warning("reloading shard", shard=self.name, cause=cause)
+        if self._writer is not None:
+            self._writer.close()
+        if self._processor is not None:
+            self._detach_to_reload()
+        else:
+            self._writer = self.parts.make_writer()
+            self._load()
         return True
 
     def _drain(self, events: list[object], turn: Turn | None) -> bool:
@@ -445,6 +611,7 @@ class ShardHost:
         must not hold it. Meanwhile this shard's requests are refused as loading.
         """
         assert self._processor is not None
+        self._reload_pending = False
         self.state = HostState.LOADING
         self._active.clear()
         with self._lifecycle:
@@ -464,8 +631,9 @@ class ShardHost:
     def _handle(self, event: object, now: int) -> Result:
         assert self.shard is not None
         if not isinstance(event, Request):
-            fn: Callable[[Shard, int], Result] = event  # type: ignore[assignment]
-            return self._apply(fn(self.shard, now))
+            if isinstance(event, _Retry):
+                return self._event(event.fn, now, event.attempt)
+            return self._event(event, now, 0)  # type: ignore[arg-type]
         self.stats.requests += 1
         cached = self._dedupe.get((event.ref.client_id, event.ref.correlation_id))
         if cached is not None:
@@ -477,12 +645,17 @@ class ShardHost:
             return Result(replies=[Reply(event.ref, event.api, exc.code, None, exc.message)])
         except Exception as exc:
             log.exception("handler failed", shard=self.name, api=event.api)
-            return Result(
-                replies=[
-                    Reply(event.ref, event.api, ErrorCode.UNKNOWN_SERVER_ERROR, None, str(exc))
-                ]
-            )
-        return self._apply(result)
+            return Result(replies=[_server_error(event, exc)])
+        try:
+            return self._apply(result)
+        except ReplayError as exc:
+            self._reset(f"{event.api} replay failed", exc)
+            return Result(replies=[_server_error(event, exc)])
+        except Exception as exc:  # not encodable: nothing was replayed
+            log.error("handler result refused", shard=self.name, api=event.api,
+                      error=f"{type(exc).__name__}: {exc}", exc_info=exc)  # fmt: skip
+            self._reset(f"{event.api} result not encodable", exc)
+            return Result(replies=[_server_error(event, exc)])
 
     # -- the append pipeline ---------------------------------------------------------
 
@@ -510,7 +683,7 @@ class ShardHost:
             pending.done = True
             return
         assert self._writer is not None
-        pending.raw = [encode_record(r.key, r.value) for r in result.records]
+        pending.raw = raw_records(result.records)  # encoded by _apply already
         if turn is None:
             self._writer.submit(pending.raw, functools.partial(self._delivered, pending))
         else:
@@ -576,6 +749,7 @@ class ShardHost:
         if isinstance(error, WriterFencedError):
             raise error
         log.warning("append failed; reloading shard", shard=self.name, error=str(error))
+        self._observer.restarted(self.name, "append_failed")
         if self._writer is not None:
             self._writer.close()
         if self._processor is not None and self._processor.on_its_thread():

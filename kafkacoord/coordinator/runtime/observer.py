@@ -23,6 +23,10 @@ class HostObserver(Protocol):
     def answered(self, shard: str, api: str, error: ErrorCode) -> None:
         """One reply released to a caller."""
 
+    def restarted(self, shard: str, cause: str) -> None:
+        """The shard is loaded again without moving: ``append_failed``, ``reset`` (its
+        memory could not be trusted), or its owner's restart of a stopped host."""
+
 
 class NullObserver:
     """Ignores every event."""
@@ -34,6 +38,9 @@ class NullObserver:
         pass
 
     def answered(self, shard: str, api: str, error: ErrorCode) -> None:
+        pass
+
+    def restarted(self, shard: str, cause: str) -> None:
         pass
 
 

@@ -18,9 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kafkacoord.codecs import encode_record
 from kafkacoord.codecs.models import AvroModel
 from kafkacoord.codecs.models.base import slot_setters
 from kafkacoord.coordinator.protocol import Body, ErrorCode
+
+RawRecord = tuple[bytes, bytes | None]
+"""An encoded key and value (``None``: a tombstone), as a writer appends it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,14 +40,18 @@ class Record:
     key: AvroModel
     value: AvroModel | None
     in_memory: bool = field(default=False, compare=False)
+    # The record's bytes once :func:`encode_records` has made them: a record that cannot
+    # be encoded is found inside its handler's guard, before anything replays it.
+    raw: RawRecord | None = field(default=None, compare=False, repr=False)
 
 
 _new = object.__new__
 _RECORD_SET = slot_setters(Record)
-_set_key, _set_value, _set_in_memory = (
+_set_key, _set_value, _set_in_memory, _set_raw = (
     _RECORD_SET["key"],
     _RECORD_SET["value"],
     _RECORD_SET["in_memory"],
+    _RECORD_SET["raw"],
 )
 
 
@@ -53,7 +61,26 @@ def new_record(key: AvroModel, value: AvroModel | None) -> Record:
     _set_key(record, key)
     _set_value(record, value)
     _set_in_memory(record, False)
+    _set_raw(record, None)
     return record
+
+
+def encode_records(records: Sequence[Record]) -> None:
+    """Encode every record not encoded yet, keeping its bytes on it.
+
+    Handlers and timers call it inside their guard, so a value its Avro type cannot hold
+    fails that handler (its soft state put back) rather than the append of a whole turn.
+    The runtime encodes whatever is left before it replays a result.
+    """
+    for record in records:
+        if record.raw is None:
+            _set_raw(record, encode_record(record.key, record.value))
+
+
+def raw_records(records: Sequence[Record]) -> list[RawRecord]:
+    """The records' bytes, encoding any that are not encoded yet."""
+    encode_records(records)
+    return [r.raw for r in records]  # type: ignore[misc]
 
 
 class ReplyChannel(Protocol):

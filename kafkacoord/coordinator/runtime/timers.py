@@ -73,3 +73,47 @@ class Timers:
             _, _, key = heapq.heappop(self._heap)
             del self._deadlines[key]
             due.append(key)
+
+
+# A failed timer is tried again after a backoff that doubles, as Kafka's runtime
+# reschedules a timer whose operation threw; one that fails this often is dropped, so a
+# shard is never stuck retrying one input for ever.
+RETRY_BACKOFF_MS = 100
+RETRY_BACKOFF_MAX_MS = 10_000
+RETRY_ATTEMPTS = 5
+
+
+class TimerRetries:
+    """How often each timer key has failed in a row, and when to try it again."""
+
+    def __init__(
+        self,
+        *,
+        backoff_ms: int = RETRY_BACKOFF_MS,
+        backoff_max_ms: int = RETRY_BACKOFF_MAX_MS,
+        attempts: int = RETRY_ATTEMPTS,
+    ) -> None:
+        self._backoff_ms = backoff_ms
+        self._backoff_max_ms = backoff_max_ms
+        self._attempts = attempts
+        self._failures: dict[Hashable, int] = {}
+
+    def failed(self, key: Hashable, now_ms: int) -> int | None:
+        """The deadline to try ``key`` again at, or None once it has failed too often (it
+        is then forgotten: dropped)."""
+        count = self._failures.get(key, 0) + 1
+        if count >= self._attempts:
+            self._failures.pop(key, None)
+            return None
+        self._failures[key] = count
+        return now_ms + min(self._backoff_ms << (count - 1), self._backoff_max_ms)
+
+    def succeeded(self, key: Hashable) -> None:
+        if self._failures:
+            self._failures.pop(key, None)
+
+    def failures(self, key: Hashable) -> int:
+        return self._failures.get(key, 0)
+
+    def clear(self) -> None:
+        self._failures.clear()

@@ -18,7 +18,8 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from kafkacoord.storage.clients import durable_producer
 from kafkacoord.storage.errors import AppendError
 
-RawRecord = tuple[bytes, bytes | None]
+from .shard import RawRecord
+
 # Called once per batch with its offsets, or with the error that lost it.
 Delivered = Callable[[list[int], AppendError | None], None]
 

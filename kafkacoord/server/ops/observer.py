@@ -118,6 +118,11 @@ class PrometheusObserver:
             "kafkacoord_shard_loads", "Loads of the shard (first load and reloads).",
             ["shard"], registry=registry,
         )  # fmt: skip
+        self.restarts = Counter(
+            "kafkacoord_shard_restarts",
+            "Times the shard was loaded again without moving, by cause.",
+            ["shard", "cause"], registry=registry,
+        )  # fmt: skip
         self._tallies = _Tallies()
         registry.register(self._tallies)
 
@@ -141,6 +146,9 @@ class PrometheusObserver:
         replies = self._tallies.mine().replies
         key = (api, error.name)
         replies[key] = replies.get(key, 0) + 1
+
+    def restarted(self, shard: str, cause: str) -> None:
+        self.restarts.labels(shard, cause).inc()
 
 
 __all__ = ["APPEND_BUCKETS", "PrometheusObserver", "shard_kind"]

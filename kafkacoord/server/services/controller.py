@@ -34,6 +34,7 @@ from kafkacoord.coordinator.runtime.gc_pause import (
 )
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
+from kafkacoord.coordinator.runtime.restarts import RestartBackoff
 from kafkacoord.coordinator.runtime.shard import Request
 from kafkacoord.coordinator.runtime.writer import ShardWriter
 from kafkacoord.server.settings import Settings
@@ -47,7 +48,6 @@ from .election import ControllerElection
 
 log = structlog.get_logger(__name__)
 
-RETRY_ACTIVATION_S = 1.0
 STANDBY_INTERVAL_S = 2.0
 
 
@@ -97,6 +97,7 @@ class ControllerService:
         self._lock = threading.Lock()
         self._closed = False
         self._closing = threading.Event()
+        self._backoff = RestartBackoff()
         # The standby's tail of the metadata log; whoever holds the lock may use the cache.
         self._tail: ShardTail | None = None
         self._tail_lock = threading.Lock()
@@ -216,6 +217,7 @@ class ControllerService:
             if self._closed or (self.host is not None and self.host.state is not HostState.STOPPED):
                 return
             self.activations += 1
+            self._backoff.started()
             log.info("activating controller", node_id=self.settings.node_id)
             self.host = ShardHost(
                 "controller", self._parts(), unavailable=ErrorCode.NOT_CONTROLLER,
@@ -235,15 +237,20 @@ class ControllerService:
     def _stopped(self, host: ShardHost, failure: Exception | None) -> None:
         if failure is None or self._closed:
             return
-        # Still holding the lease (a broker hiccup, say): try again shortly.
+        # Still holding the lease (a broker hiccup, a bug): try again shortly, and less
+        # often if it keeps stopping (runtime/restarts.py).
         if self.elected:
-            log.warning("controller stopped; retrying activation", error=str(failure))
-            timer = threading.Timer(RETRY_ACTIVATION_S, self._retry)
+            delay_s = self._backoff.next_delay_s()
+            log.warning("controller stopped; retrying activation", delay_s=delay_s,
+                        error=f"{type(failure).__name__}: {failure}")  # fmt: skip
+            timer = threading.Timer(delay_s, self._retry)
             timer.daemon = True
             timer.start()
 
     def _retry(self) -> None:
-        if self.elected:
+        if self.elected and not self._closed:
+            if self._observer is not None:
+                self._observer.restarted("controller", "stopped")
             self._activate()
 
     def dispatch(self, request: Request) -> None:

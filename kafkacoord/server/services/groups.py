@@ -12,6 +12,7 @@ seconds, so a failover replays only what the old leader wrote since.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 import uuid
@@ -30,10 +31,13 @@ from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter, Share
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
 from kafkacoord.coordinator.runtime.processor import Processor
+from kafkacoord.coordinator.runtime.restarts import RestartBackoff
 from kafkacoord.coordinator.runtime.shard import Request, Result, Shard
+from kafkacoord.coordinator.runtime.writer import WriterFencedError
 from kafkacoord.server.settings import Settings
 from kafkacoord.server.uptime import process_uptime_s
 from kafkacoord.storage.cache import ShardId, StateCache
+from kafkacoord.storage.errors import LoadCancelledError, PoisonRecordError
 from kafkacoord.storage.fold import offsets_policy
 from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
 
@@ -41,6 +45,10 @@ from .dispatch import reject
 from .topic_metadata import TopicsImage, TopicWatcher
 
 log = structlog.get_logger(__name__)
+
+# Stops that mean the shard is not this daemon's to serve (a newer leader fenced it), its
+# owner is closing, or the daemon stops on a poison record: no restart.
+_FINAL_STOPS = (WriterFencedError, LoadCancelledError, PoisonRecordError)
 
 
 class GroupService:
@@ -88,6 +96,9 @@ class GroupService:
         # Loads and tailing both write a shard's cache: one at a time per shard keeps its
         # checkpoint monotonic, while different shards load side by side.
         self._load_locks: dict[int, threading.Lock] = {}
+        # Per led shard: when to restart its host if it stops (see _stopped).
+        self._backoffs: dict[int, RestartBackoff] = {}
+        self._restarting: set[int] = set()
         self._closing = threading.Event()
         self._warmer = threading.Thread(
             target=self._keep_warm, args=(warm_interval_s,), name="groups-warm", daemon=True
@@ -123,6 +134,7 @@ class GroupService:
             if not self._activating:
                 self._activating_since = time.monotonic()
             self._activating.add(partition)
+            self._backoffs[partition] = RestartBackoff()
             self.hosts[partition] = self._host(partition, state.leader_epoch).start()
         log.debug("immigrating group shard", partition=partition, leader_epoch=state.leader_epoch)
 
@@ -171,6 +183,8 @@ class GroupService:
         with self._lock:
             host = self.hosts.pop(partition, None)
             self._activating.discard(partition)
+            self._backoffs.pop(partition, None)
+            self._restarting.discard(partition)
         if host is not None:
             log.info("emigrating group shard", partition=partition)
             host.stop(timeout_s=0)  # parked requests get NOT_COORDINATOR from the host
@@ -190,7 +204,40 @@ class GroupService:
         return ShardHost(
             f"offsets-{partition}", parts, unavailable=ErrorCode.NOT_COORDINATOR,
             observer=self._observer, processor=self._processor, on_active=self._activated,
+            on_stopped=functools.partial(self._stopped, partition, leader_epoch),
         )  # fmt: skip
+
+    def _stopped(
+        self, partition: int, leader_epoch: int, host: ShardHost, failure: Exception | None
+    ) -> None:
+        """A host that stopped while this daemon still leads its shard starts again, soon
+        and then less often if it keeps stopping (runtime/restarts.py). A fenced writer
+        (a newer leader), a cancelled load and a strict poison stop are not restarted."""
+        if failure is None or isinstance(failure, _FINAL_STOPS) or self._closing.is_set():
+            return
+        with self._lock:
+            backoff = self._backoffs.get(partition)
+            if self.hosts.get(partition) is not host or backoff is None:
+                return  # moved away, or replaced, meanwhile
+            delay_s = backoff.next_delay_s()
+            self._restarting.add(partition)
+        log.warning("group shard stopped; restarting it", partition=partition,
+                    delay_s=delay_s, error=f"{type(failure).__name__}: {failure}")  # fmt: skip
+        timer = threading.Timer(delay_s, self._restart, (partition, leader_epoch, host))
+        timer.daemon = True
+        timer.start()
+
+    def _restart(self, partition: int, leader_epoch: int, stopped: ShardHost) -> None:
+        with self._lock:
+            self._restarting.discard(partition)
+            backoff = self._backoffs.get(partition)
+            if self._closing.is_set() or self.hosts.get(partition) is not stopped or not backoff:
+                return
+            backoff.started()
+            self.hosts[partition] = host = self._host(partition, leader_epoch)
+        if self._observer is not None:
+            self._observer.restarted(host.name, "stopped")
+        host.start()
 
     def _new_shard(self, partition: int) -> GroupShard:
         shard = GroupShard(self.config, partition)
@@ -228,6 +275,9 @@ class GroupService:
                 reject(request, ErrorCode.NOT_COORDINATOR, f"shard {partition} is not led here")
             elif host.state is HostState.ACTIVE:
                 ready.append((host, request))
+            elif partition in self._restarting:
+                reject(request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                       f"shard {partition} is restarting")  # fmt: skip
             else:
                 host.submit(request)  # answers: loading, or stopped
         if ready:
