@@ -19,6 +19,7 @@ from io import BytesIO
 from typing import Any, Final, TypeVar, cast
 
 import fastavro
+import fastavro.validation
 
 from . import offset_commit_codec, partition_codec, schemas
 from .avro_binary import write_string
@@ -206,9 +207,16 @@ _COMMIT_VALUE_HEADER: Final = _VALUE_HEADER.pack(offset_commit_codec.VALUE_VERSI
 
 
 def _write(schema: Any, datum: dict[str, Any], header: bytes) -> bytes:
-    out = BytesIO()
-    out.write(header)
-    fastavro.schemaless_writer(out, schema, datum)
+    # fastavro writes an int that does not fit Avro's 32 bits without a word, and a
+    # reader would then fail on it: validate first (the hot records have codecs of their
+    # own, which check their ranges).
+    try:
+        fastavro.validation.validate(datum, schema, raise_errors=True)
+        out = BytesIO()
+        out.write(header)
+        fastavro.schemaless_writer(out, schema, datum)
+    except Exception as exc:  # ValidationError, and fastavro's TypeErrors on odd types
+        raise CodecError("record does not fit its schema", part="record", cause=exc) from exc
     return out.getvalue()
 
 

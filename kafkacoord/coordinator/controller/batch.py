@@ -104,7 +104,7 @@ class Batch:
             elif isinstance(key, PartitionKey):
                 self._partitions[(key.topic, key.partition)] = None
         self.records = kept
-        self.reassign_keys = reassign
+        self.reassign_keys = dict(reassign)  # the mark stays as it was, for another rollback
 
     # -- reads (pending first, then the image) -----------------------------------------------
 

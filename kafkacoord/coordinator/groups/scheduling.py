@@ -109,12 +109,14 @@ class ShardTimers:
                 for key in due:
                     if key in touched:
                         continue
-                    saved = save(key)
+                    saved, seen = save(key), set(touched)
                     try:
                         part = handler(key)
                         encode_records(part.records)
                     except Exception as exc:
                         restore(saved)
+                        # What it rescheduled or cancelled is undone: those keys fire as due.
+                        touched &= seen
                         self._failed(key, now_ms, exc)
                         continue
                     self._retries.succeeded(key)

@@ -52,6 +52,7 @@ from .commit_replies import CommitReplies, Outcomes
 from .config import GroupConfig
 from .consumer import CONSUMER_GROUP_KEYS, ConsumerGroup, ConsumerGroups, TopicsImage
 from .consumer.classic_members import ClassicMembers
+from .consumer.coordinator import ConsumerSoftState
 from .consumer.migration import convert_classic_group
 from .consumer.records import group_tombstones as consumer_group_tombstones
 from .consumer_protocol import PROTOCOL_TYPE
@@ -90,6 +91,7 @@ class _Saved:
     group_id: str | None  # None: no group to put back, only the timers
     group: ClassicGroup | None
     timers: dict[Hashable, int]
+    consumer: ConsumerSoftState | None = None
 
 
 class GroupShard:
@@ -245,7 +247,10 @@ class GroupShard:
         )
 
     def _save_for_timer(self, key: Hashable) -> _Saved:
-        """A classic group's timer changes that group before its records are durable."""
+        """A classic group's timer changes that group before its records are durable; a
+        consumer group's, the members' rebalance epochs and last requests."""
+        if ConsumerGroups.owns_timer(key):
+            return _Saved(None, None, self._timers.snapshot(), self._consumer.soft_state())
         group_id = key[1] if isinstance(key, tuple) and key[0] in _GROUP_TIMERS else None
         group = None if group_id is None else self._groups.get(group_id)
         return _Saved(group_id, copy.deepcopy(group), self._timers.snapshot())
@@ -302,6 +307,8 @@ class GroupShard:
     def _restore(self, saved: _Saved | None) -> None:
         if saved is None:
             return
+        if saved.consumer is not None:
+            self._consumer.restore_soft_state(saved.consumer)
         if saved.group_id is None:
             pass
         elif saved.group is None:

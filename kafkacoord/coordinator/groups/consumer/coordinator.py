@@ -73,6 +73,10 @@ _SESSION = "cg-session"
 _REBALANCE = "cg-rebalance"
 
 
+# Members' rebalance epochs and last requests, by (group, member): see soft_state.
+ConsumerSoftState = tuple[dict[tuple[str, str], int], dict[tuple[str, str], RequestRef]]
+
+
 def session_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
     return (_SESSION, group_id, member_id)
 
@@ -522,6 +526,13 @@ class ConsumerGroups:
         return Result(records, hints)
 
     # ================================================================= topic metadata
+
+    def soft_state(self) -> ConsumerSoftState:
+        """What a timer changes before its records are durable, to put back if it fails."""
+        return dict(self._rebalance_epochs), dict(self._last_heard)
+
+    def restore_soft_state(self, saved: ConsumerSoftState) -> None:
+        self._rebalance_epochs, self._last_heard = dict(saved[0]), dict(saved[1])
 
     def learn_topics(self, topics: TopicsImage) -> None:
         """Keep the broker's topics without acting on them (the shard is not active)."""
