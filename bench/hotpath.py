@@ -40,6 +40,7 @@ from benchlib import log
 from prometheus_client import CollectorRegistry
 
 from kafkacoord.codecs import encode_record
+from kafkacoord.coordinator.groups import shard as group_shard_module
 from kafkacoord.coordinator.groups.config import GroupConfig
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.coordinator.groups.records import offset_commit_record, offset_commit_value
@@ -47,12 +48,12 @@ from kafkacoord.coordinator.groups.shard import GroupShard
 from kafkacoord.coordinator.protocol import APIS_BY_KEY, decode_request
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.coordinator.protocol.apis import encode_body
-from kafkacoord.coordinator.runtime import host as host_module
 from kafkacoord.coordinator.runtime import processor as processor_module
 from kafkacoord.coordinator.runtime.gc_pause import raise_young_threshold
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.processor import TurnReplies, group_commits, run_turn
-from kafkacoord.coordinator.runtime.writer import Delivered, RawRecord
+from kafkacoord.coordinator.runtime.shard import RawRecord
+from kafkacoord.coordinator.runtime.writer import Delivered
 from kafkacoord.server.ops.observer import PrometheusObserver
 from kafkacoord.server.services.dispatch import RequestDispatcher
 from kafkacoord.storage.cache import CacheBatch, ShardId, StateCache
@@ -226,7 +227,8 @@ def _split(times: Counter[str]) -> Callable[[], None]:
     targets = [
         (ShardHost, "_handle", "handle"), (ShardHost, "_submit_open", "submit"),
         (ShardHost, "_release", "release"), (ShardHost, "_store", "store"),
-        (GroupShard, "fire_timers", "timers"), (host_module, "encode_record", "encode"),
+        # Records are encoded inside the handler's guard: "encode" is part of "handle".
+        (GroupShard, "fire_timers", "timers"), (group_shard_module, "encode_records", "encode"),
         (processor_module, "_write_cache", "cache_write"),
     ]  # fmt: skip
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in targets]

@@ -82,6 +82,7 @@ class Daemon:
         self.dispatcher = RequestDispatcher(
             self._to_controller, self._to_groups,
             admin_principals=settings.admin_principals if settings.tls_client_ca else None,
+            offsets_partitions=settings.offsets_partitions,
         )  # fmt: skip
         self.controller: ControllerService | None = None
         self.groups: GroupService | None = None

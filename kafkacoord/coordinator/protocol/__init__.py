@@ -6,6 +6,7 @@ from .apis import (
     CONTROLLER_APIS,
     GROUP_APIS,
     ApiSpec,
+    RequestBodyError,
     decode_request,
     encode_body,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "Empty",
     "ErrorCode",
     "ProtocolError",
+    "RequestBodyError",
     "TopicPartitionRef",
     "decode_request",
     "encode_body",

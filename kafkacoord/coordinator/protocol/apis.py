@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
-from typing import Final
+from typing import Annotated, Any, Final, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from . import controller_api as c
 from . import group_api as g
 from .base import Body, Empty
 from .errors import ErrorCode, ProtocolError
+from .types import RefusedWith
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,14 +82,127 @@ def encode_body(body: Body) -> bytes:
     return body.model_dump_json().encode()
 
 
+class RequestBodyError(ProtocolError):
+    """A request body :func:`decode_request` refused.
+
+    ``malformed``: it is not JSON, or not the API's shape (a field missing, unknown or
+    of the wrong type), so nothing else on its connection can be trusted either: Kafka
+    closes a connection on a request it cannot parse. Otherwise the body has the API's
+    shape and only values beyond their bounds (:mod:`.types`): the request is refused
+    and its connection serves on.
+    """
+
+    def __init__(self, code: ErrorCode, message: str, *, malformed: bool) -> None:
+        super().__init__(code, message)
+        self.malformed = malformed
+
+
+# pydantic's errors for a value of the right type beyond its bound. Any other error
+# (json_invalid, missing, extra_forbidden, string_type, ...) means a malformed body.
+_BOUND_ERRORS: Final = frozenset(
+    {
+        "greater_than", "greater_than_equal", "less_than", "less_than_equal",
+        "string_too_short", "string_too_long", "string_pattern_mismatch",
+        "too_short", "too_long", "bytes_too_short", "bytes_too_long", "literal_error",
+    }
+)  # fmt: skip
+_ERRORS_SHOWN: Final = 3
+_INPUT_SHOWN: Final = 40  # characters of a bad value the message repeats
+MESSAGE_MAX: Final = 1000
+
+
 def decode_request(spec: ApiSpec, data: bytes) -> Body:
-    """Parse a request body; a malformed body is INVALID_REQUEST naming the bad fields."""
+    """Parse a request body. A body that does not parse, or holds a value beyond its
+    bound, raises :class:`RequestBodyError` naming the bad fields."""
     try:
         return spec.request.model_validate_json(data)
     except ValidationError as exc:
-        raise ProtocolError(
-            ErrorCode.INVALID_REQUEST, f"malformed {spec.name} body: {exc}"
-        ) from exc
+        raise _refusal(spec, exc) from exc
+
+
+def _refusal(spec: ApiSpec, exc: ValidationError) -> RequestBodyError:
+    errors = exc.errors(include_url=False, include_context=False)
+    malformed = any(e["type"] not in _BOUND_ERRORS for e in errors)
+    shown = "; ".join(_describe(e) for e in errors[:_ERRORS_SHOWN])
+    if len(errors) > _ERRORS_SHOWN:
+        shown += f"; and {len(errors) - _ERRORS_SHOWN} more"
+    if malformed:
+        message = f"malformed {spec.name} body: {shown}"
+        return RequestBodyError(ErrorCode.INVALID_REQUEST, message[:MESSAGE_MAX], malformed=True)
+    # Kafka's own code where the bound has one (an illegal topic name), if all agree.
+    codes = {bound_code(spec.request, e["loc"]) for e in errors}
+    code = codes.pop() if len(codes) == 1 else ErrorCode.INVALID_REQUEST
+    message = f"{spec.name} {shown}"
+    return RequestBodyError(code, message[:MESSAGE_MAX], malformed=False)
+
+
+def _describe(error: ErrorDetails) -> str:
+    # A map's keys are locations too: never repeat a long one whole.
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p[:_INPUT_SHOWN]}" for p in error["loc"])
+    text = f"{path.lstrip('.')}: {error['msg']}" if path else error["msg"]
+    if error["type"] == "json_invalid":
+        return text  # its input is the whole body
+    return f"{text} (got {_shown(error['input'])})"
+
+
+def _shown(value: object) -> str:
+    """A bad value as a message may repeat it: never more than a few dozen characters."""
+    if isinstance(value, str | bytes):
+        if len(value) <= _INPUT_SHOWN:
+            return repr(value)
+        unit = "characters" if isinstance(value, str) else "bytes"
+        return f"{value[: _INPUT_SHOWN // 2]!r}... ({len(value)} {unit})"
+    if isinstance(value, list | dict):
+        return f"a {type(value).__name__} of {len(value)}"
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= _INPUT_SHOWN else f"{text[:_INPUT_SHOWN]}..."
+
+
+def bound_code(model: type[BaseModel], loc: tuple[int | str, ...]) -> ErrorCode:
+    """The code a value beyond its bound at ``loc`` (pydantic's error location) is refused
+    with: the field's :class:`RefusedWith`, else INVALID_REQUEST. Runs on errors only."""
+    tp: Any = model
+    meta: list[Any] = []
+    parts = list(loc)
+    while True:
+        tp, meta = _unwrapped(tp, meta)
+        if not parts:
+            break
+        part = parts.pop(0)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = tp.model_fields.get(str(part))
+            if field is None:
+                return ErrorCode.INVALID_REQUEST
+            tp, meta = field.annotation, list(field.metadata)
+        elif get_origin(tp) is list:
+            tp, meta = get_args(tp)[0], []
+        elif get_origin(tp) is dict:
+            key, value = get_args(tp)
+            is_key = bool(parts) and parts[0] == "[key]"
+            if is_key:
+                parts.pop(0)
+            tp, meta = (key if is_key else value), []
+        else:
+            return ErrorCode.INVALID_REQUEST
+    return next((m.code for m in meta if isinstance(m, RefusedWith)), ErrorCode.INVALID_REQUEST)
+
+
+def _unwrapped(tp: Any, meta: list[Any]) -> tuple[Any, list[Any]]:
+    """``tp`` without Annotated (its metadata joins ``meta``) and without ``| None``."""
+    while True:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            tp, *extra = get_args(tp)
+            meta = [*meta, *extra]
+        elif origin is Union or origin is types.UnionType:
+            options = [a for a in get_args(tp) if a is not type(None)]
+            if len(options) != 1:
+                return tp, meta
+            tp = options[0]
+        else:
+            return tp, meta
 
 
 def decode_response(api: str, data: bytes) -> Body:

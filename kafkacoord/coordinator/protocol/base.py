@@ -3,6 +3,7 @@
 The envelope (client id, correlation id, api, deadline) is Avro like every other
 record; bodies are JSON validated by pydantic because they are transient (short
 retention, never replayed into state) and benefit from field-level error messages.
+Request fields are bounded by the aliases of :mod:`.types`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict
+
+from .types import Int32, TopicText
 
 PUSH_CORRELATION_ID: Final = -1
 """The correlation id of a frame a daemon sends unasked (a hint to a consumer group
@@ -29,5 +32,6 @@ class Empty(Body):
 
 
 class TopicPartitionRef(Body):
-    topic: str
-    partition: int
+    # Replies carry it too: a topic the image holds must never fail one.
+    topic: TopicText
+    partition: Int32

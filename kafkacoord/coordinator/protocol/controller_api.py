@@ -1,26 +1,47 @@
 """Bodies of the controller's requests (``__kc_controller_requests``).
 
 Node-side APIs mirror KRaft's broker lifecycle (register, heartbeat, controlled
-shutdown) and ``AlterPartition``; admin APIs mirror Kafka's admin client.
+shutdown) and ``AlterPartition``; admin APIs mirror Kafka's admin client. Request
+fields are bounded by the aliases of :mod:`.types`.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from .base import Body, TopicPartitionRef
 from .errors import ErrorCode
+from .types import (
+    ClientText,
+    Count32,
+    FewOf,
+    Int16,
+    Int32,
+    Int64,
+    ListOf,
+    NewAssignment,
+    NewPartitionList,
+    NewPartitions,
+    NodeId,
+    PartitionId,
+    Replicas,
+    String,
+    TextMap,
+    TopicName,
+)
+
+ProposalId = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class RegisterNode(Body):
-    node_id: int = Field(ge=0)
-    incarnation: str = Field(min_length=1)
-    rack: str | None = None
-    endpoints: dict[str, str] = Field(default_factory=dict)
+    node_id: NodeId
+    incarnation: Annotated[String, Field(min_length=1)]
+    rack: ClientText | None = None
+    endpoints: TextMap = Field(default_factory=dict)
     # "coordinator" marks a kafkacoord daemon: it may host group-coordinator shards.
-    roles: list[str] = Field(default_factory=list)
+    roles: FewOf[ClientText] = Field(default_factory=list)
 
 
 class RegisterNodeResponse(Body):
@@ -28,8 +49,8 @@ class RegisterNodeResponse(Body):
 
 
 class NodeHeartbeat(Body):
-    node_id: int = Field(ge=0)
-    node_epoch: int
+    node_id: NodeId
+    node_epoch: Int64
 
 
 class NodeHeartbeatResponse(Body):
@@ -39,8 +60,8 @@ class NodeHeartbeatResponse(Body):
 
 
 class ControlledShutdown(Body):
-    node_id: int = Field(ge=0)
-    node_epoch: int
+    node_id: NodeId
+    node_epoch: Int64
 
 
 class ControlledShutdownResponse(Body):
@@ -52,29 +73,29 @@ class ControlledShutdownResponse(Body):
 class FenceNode(Body):
     """Admin: fence a node now, as if its session had expired."""
 
-    node_id: int = Field(ge=0)
+    node_id: NodeId
 
 
 class AlterPartition(Body):
     """The leader's ISR change; stale epochs are rejected (docs/architecture.md#epochs-and-isr)."""
 
-    node_id: int = Field(ge=0)
-    node_epoch: int
-    topic: str
-    partition: int = Field(ge=0)
-    leader_epoch: int
-    partition_epoch: int
-    new_isr: list[int] = Field(min_length=1)
+    node_id: NodeId
+    node_epoch: Int64
+    topic: TopicName
+    partition: PartitionId
+    leader_epoch: Int32
+    partition_epoch: Int32
+    new_isr: Annotated[Replicas, Field(min_length=1)]
 
 
 class ReplicaStatus(Body):
     """A follower reports that it caught up with, or fell behind, its leader."""
 
-    node_id: int = Field(ge=0)
-    node_epoch: int
-    topic: str
-    partition: int = Field(ge=0)
-    leader_epoch: int
+    node_id: NodeId
+    node_epoch: Int64
+    topic: TopicName
+    partition: PartitionId
+    leader_epoch: Int32
     caught_up: bool
 
 
@@ -89,12 +110,12 @@ class PartitionStateBody(Body):
 
 
 class CreateTopic(Body):
-    name: str = Field(min_length=1, max_length=249, pattern=r"^[a-zA-Z0-9._-]+$")
-    num_partitions: int = -1
-    replication_factor: int = -1
+    name: TopicName
+    num_partitions: NewPartitions = -1
+    replication_factor: Int16 = -1
     # Explicit placement: partition -> replicas (kafka-topics --replica-assignment).
-    replica_assignment: dict[int, list[int]] | None = None
-    configs: dict[str, str] = Field(default_factory=dict)
+    replica_assignment: NewAssignment | None = None
+    configs: TextMap = Field(default_factory=dict)
     # kafka-topics' --disable-rack-aware.
     rack_aware: bool = True
     validate_only: bool = False
@@ -106,14 +127,14 @@ class CreateTopicResponse(Body):
 
 
 class DeleteTopic(Body):
-    name: str
+    name: TopicName
 
 
 class CreatePartitions(Body):
-    topic: str
-    count: int = Field(ge=1)
+    topic: TopicName
+    count: Count32
     # Replicas of each new partition, in order (kafka-topics --replica-assignment).
-    assignment: list[list[int]] | None = None
+    assignment: NewPartitionList[Replicas] | None = None
     validate_only: bool = False
 
 
@@ -122,14 +143,14 @@ class CreatePartitionsResponse(Body):
 
 
 class ReassignmentTarget(Body):
-    topic: str
-    partition: int = Field(ge=0)
+    topic: TopicName
+    partition: PartitionId
     # None cancels an in-flight reassignment (KIP-455).
-    replicas: list[int] | None
+    replicas: Replicas | None
 
 
 class AlterReassignments(Body):
-    reassignments: list[ReassignmentTarget] = Field(min_length=1)
+    reassignments: Annotated[ListOf[ReassignmentTarget], Field(min_length=1)]
 
 
 class PartitionResult(Body):
@@ -146,27 +167,27 @@ class PartitionResults(Body):
 class ElectLeaders(Body):
     election_type: Literal["preferred", "unclean"]
     # None means every partition (--all-topic-partitions).
-    partitions: list[TopicPartitionRef] | None = None
+    partitions: ListOf[TopicPartitionRef] | None = None
 
 
 class RebalanceMoveBody(Body):
-    topic: str
-    partition: int = Field(ge=0)
+    topic: TopicName
+    partition: PartitionId
     # The replicas the plan started from: a partition that changed since is refused.
-    original_replicas: list[int]
-    target_replicas: list[int] = Field(min_length=1)
+    original_replicas: Replicas
+    target_replicas: Annotated[Replicas, Field(min_length=1)]
 
 
 class StartRebalance(Body):
     """Execute a planned rebalance (``kafkacoord rebalance execute``)."""
 
-    proposal_id: str = Field(min_length=1, max_length=64)
-    goals: list[str] = Field(default_factory=list)
-    remove_nodes: list[int] = Field(default_factory=list)
-    moves: list[RebalanceMoveBody]
-    max_concurrent_moves_per_node: int = Field(5, ge=1)
-    max_concurrent_moves: int = Field(100, ge=1)
-    max_concurrent_leader_moves: int = Field(1000, ge=1)
+    proposal_id: ProposalId
+    goals: FewOf[ClientText] = Field(default_factory=list)
+    remove_nodes: ListOf[Int32] = Field(default_factory=list)
+    moves: ListOf[RebalanceMoveBody]
+    max_concurrent_moves_per_node: Count32 = 5
+    max_concurrent_moves: Count32 = 100
+    max_concurrent_leader_moves: Count32 = 1000
 
 
 class StartRebalanceResponse(Body):
@@ -178,7 +199,7 @@ class StartRebalanceResponse(Body):
 class StopRebalance(Body):
     """Cancel the queued moves of the running rebalance; in-flight ones finish."""
 
-    proposal_id: str | None = None  # None: whichever runs
+    proposal_id: Annotated[str, Field(max_length=64)] | None = None  # None: whichever runs
 
 
 class StopRebalanceResponse(Body):
@@ -189,9 +210,9 @@ class StopRebalanceResponse(Body):
 class AlterTopicConfigs(Body):
     """kafka-configs --alter --entity-type topics (IncrementalAlterConfigs SET/DELETE)."""
 
-    topic: str
-    set_configs: dict[str, str] = Field(default_factory=dict)
-    delete_configs: list[str] = Field(default_factory=list)
+    topic: TopicName
+    set_configs: TextMap = Field(default_factory=dict)
+    delete_configs: FewOf[ClientText] = Field(default_factory=list)
     validate_only: bool = False
 
 

@@ -2,38 +2,57 @@
 
 Field names follow Kafka's JoinGroup/SyncGroup/... request and response schemas, so
 the semantics (generation -1 for standalone commits, empty member id on first join)
-carry over unchanged.
+carry over unchanged. Request fields are bounded by the aliases of :mod:`.types`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, cast
 
 from pydantic import Field
 
 from .base import Body
 from .errors import ErrorCode
+from .types import (
+    Bytes,
+    ClientText,
+    CommitMetadata,
+    FewOf,
+    GroupId,
+    InstanceId,
+    Int32,
+    Int64,
+    ListOf,
+    MemberId,
+    PartitionId,
+    RetentionMs,
+    String,
+    TopicText,
+)
 
 
 class GroupRequest(Body):
     """Every group request names its group: it decides the shard (partition_for)."""
 
-    group_id: str
+    group_id: GroupId
 
 
 class JoinProtocol(Body):
-    name: str
-    metadata: bytes
+    name: ClientText
+    metadata: Bytes
 
 
 class JoinGroup(GroupRequest):
-    session_timeout_ms: int
-    rebalance_timeout_ms: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
-    protocol_type: str
-    protocols: list[JoinProtocol] = Field(min_length=1)
-    client_id: str = ""
-    client_host: str = ""
-    reason: str | None = None
+    session_timeout_ms: Int32
+    rebalance_timeout_ms: Int32 = -1
+    member_id: MemberId = ""
+    group_instance_id: InstanceId | None = None
+    protocol_type: ClientText
+    protocols: Annotated[FewOf[JoinProtocol], Field(min_length=1)]
+    client_id: ClientText = ""
+    client_host: ClientText = ""
+    reason: ClientText | None = None
 
 
 class JoinMember(Body):
@@ -53,17 +72,17 @@ class JoinGroupResponse(Body):
 
 
 class SyncAssignment(Body):
-    member_id: str
-    assignment: bytes
+    member_id: MemberId
+    assignment: Bytes
 
 
 class SyncGroup(GroupRequest):
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None = None
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignments: list[SyncAssignment] = Field(default_factory=list)
+    generation_id: Int32
+    member_id: MemberId
+    group_instance_id: InstanceId | None = None
+    protocol_type: ClientText | None = None
+    protocol_name: ClientText | None = None
+    assignments: ListOf[SyncAssignment] = Field(default_factory=list)
 
 
 class SyncGroupResponse(Body):
@@ -73,19 +92,19 @@ class SyncGroupResponse(Body):
 
 
 class Heartbeat(GroupRequest):
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None = None
+    generation_id: Int32
+    member_id: MemberId
+    group_instance_id: InstanceId | None = None
 
 
 class MemberIdentity(Body):
-    member_id: str = ""
-    group_instance_id: str | None = None
-    reason: str | None = None
+    member_id: MemberId = ""
+    group_instance_id: InstanceId | None = None
+    reason: ClientText | None = None
 
 
 class LeaveGroup(GroupRequest):
-    members: list[MemberIdentity] = Field(min_length=1)
+    members: Annotated[ListOf[MemberIdentity], Field(min_length=1)]
 
 
 class MemberResult(Body):
@@ -99,24 +118,26 @@ class LeaveGroupResponse(Body):
 
 
 class CommitPartition(Body):
-    partition: int = Field(ge=0)
-    offset: int
-    leader_epoch: int = -1
-    metadata: str | None = ""
+    partition: PartitionId
+    # Any int64, as Kafka's broker takes it (its clients refuse negative offsets).
+    offset: Int64
+    leader_epoch: Int32 = -1
+    metadata: CommitMetadata | None = ""
 
 
 class CommitTopic(Body):
-    name: str
-    partitions: list[CommitPartition]
+    name: TopicText
+    partitions: ListOf[CommitPartition]
 
 
 class OffsetCommit(GroupRequest):
     # -1 and "" for a standalone (simple) consumer or an admin reset.
-    generation_id: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
-    retention_time_ms: int = -1
-    topics: list[CommitTopic]
+    generation_id: Int32 = -1
+    member_id: MemberId = ""
+    group_instance_id: InstanceId | None = None
+    # Bounded so that commit time + retention (the expire timestamp) fits an int64.
+    retention_time_ms: RetentionMs = -1
+    topics: ListOf[CommitTopic]
 
 
 class PartitionError(Body):
@@ -134,13 +155,13 @@ class OffsetCommitResponse(Body):
 
 
 class FetchTopic(Body):
-    name: str
-    partitions: list[int]
+    name: TopicText
+    partitions: ListOf[Int32]
 
 
 class OffsetFetch(GroupRequest):
     # None fetches every committed offset of the group.
-    topics: list[FetchTopic] | None = None
+    topics: ListOf[FetchTopic] | None = None
     require_stable: bool = False
 
 
@@ -164,7 +185,7 @@ class OffsetFetchResponse(Body):
 
 
 class OffsetDelete(GroupRequest):
-    topics: list[FetchTopic]
+    topics: ListOf[FetchTopic]
 
 
 class OffsetDeleteResponse(Body):
@@ -174,7 +195,7 @@ class OffsetDeleteResponse(Body):
 class ListGroups(Body):
     """Sent to every shard; each answers for its own groups."""
 
-    states_filter: list[str] = Field(default_factory=list)
+    states_filter: FewOf[ClientText] = Field(default_factory=list)
 
 
 class ListedGroup(Body):
@@ -189,7 +210,7 @@ class ListGroupsResponse(Body):
 
 
 class DescribeGroups(Body):
-    groups: list[str] = Field(min_length=1)
+    groups: Annotated[ListOf[GroupId], Field(min_length=1)]
 
 
 class DescribedMember(Body):
@@ -217,7 +238,7 @@ class DescribeGroupsResponse(Body):
 
 
 class DeleteGroups(Body):
-    groups: list[str] = Field(min_length=1)
+    groups: Annotated[ListOf[GroupId], Field(min_length=1)]
 
 
 class GroupResult(Body):
@@ -233,26 +254,26 @@ class DeleteGroupsResponse(Body):
 
 
 class HeartbeatTopicPartitions(Body):
-    topic: str
-    partitions: list[int]
+    topic: TopicText
+    partitions: ListOf[Int32]
 
 
 class ConsumerGroupHeartbeat(GroupRequest):
     """Kafka's ConsumerGroupHeartbeat (API 68). A field left ``None`` is unchanged since the
     member's last heartbeat; a full request (joining, or after an error) sets them all."""
 
-    member_id: str
+    member_id: MemberId
     # 0 joins, -1 leaves, -2 is a static member leaving for a while.
-    member_epoch: int
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
-    subscribed_topic_names: list[str] | None = None
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    topic_partitions: list[HeartbeatTopicPartitions] | None = None
-    client_id: str = ""
-    client_host: str = ""
+    member_epoch: Int32
+    instance_id: InstanceId | None = None
+    rack_id: ClientText | None = None
+    rebalance_timeout_ms: Int32 = -1
+    subscribed_topic_names: ListOf[TopicText] | None = None
+    subscribed_topic_regex: String | None = None
+    server_assignor: ClientText | None = None
+    topic_partitions: ListOf[HeartbeatTopicPartitions] | None = None
+    client_id: ClientText = ""
+    client_host: ClientText = ""
 
 
 class ConsumerGroupHeartbeatResponse(Body):
@@ -275,7 +296,7 @@ class ConsumerGroupHint(Body):
 class ConsumerGroupDescribe(Body):
     """Kafka's ConsumerGroupDescribe (API 69)."""
 
-    group_ids: list[str] = Field(min_length=1)
+    group_ids: Annotated[ListOf[GroupId], Field(min_length=1)]
 
 
 class DescribedConsumerMember(Body):
@@ -305,3 +326,16 @@ class DescribedConsumerGroup(Body):
 
 class ConsumerGroupDescribeResponse(Body):
     groups: list[DescribedConsumerGroup]
+
+
+def named_groups(body: Body) -> Sequence[str]:
+    """The groups a group request names: each must belong to the shard it is sent to.
+    ListGroups names none (every shard answers for its own)."""
+    cls = type(body)  # exact types: pydantic's isinstance runs Python code
+    if cls is DescribeGroups or cls is DeleteGroups:
+        return cast(DescribeGroups, body).groups
+    if cls is ConsumerGroupDescribe:
+        return cast(ConsumerGroupDescribe, body).group_ids
+    if cls is ListGroups:
+        return ()
+    return (cast(GroupRequest, body).group_id,)

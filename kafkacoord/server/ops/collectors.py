@@ -73,13 +73,18 @@ class _StatusFamilies:
             "Errors answered before any shard saw the request, by error code.",
             labels=["error"],
         )
+        self.requests_refused = counter(
+            "kafkacoord_requests_refused",
+            "Requests refused before any shard saw them, by api and reason.",
+            labels=["api", "reason"],
+        )
 
     def all(self) -> list[Metric]:
         return [
             self.started, self.active, self.epoch, self.activations, self.standby_offset,
             self.elections,
             self.shards, self.connections, self.accepted, self.refused, self.received,
-            self.bad_frames, self.rejected,
+            self.bad_frames, self.rejected, self.requests_refused,
         ]  # fmt: skip
 
 
@@ -118,6 +123,8 @@ class StatusCollector:
                 f.bad_frames.add_metric([reason], count)
             for error, count in sorted(listener.rejected.items()):
                 f.rejected.add_metric([error], count)
+            for (api, reason), count in sorted(listener.requests_refused.items()):
+                f.requests_refused.add_metric([api, reason], count)
         return f.all()
 
 

@@ -40,6 +40,8 @@ class ListenerCounts:
     """Frames that closed their connection, by reason."""
     rejected: Mapping[str, int] = field(default_factory=dict)
     """Errors answered before any shard saw the request, by error code."""
+    requests_refused: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    """The same requests by (api, reason)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +82,12 @@ class StatusSource:
         if listener is None:
             return None
         stats = listener.stats
-        rejected = {} if self._dispatcher is None else dict(self._dispatcher.stats.rejected)
+        dispatch = None if self._dispatcher is None else self._dispatcher.stats
         return ListenerCounts(
             stats.connections, stats.accepted, stats.refused, stats.requests,
-            dict(stats.bad_frames), rejected,
+            dict(stats.bad_frames),
+            {} if dispatch is None else dict(dispatch.rejected),
+            {} if dispatch is None else dict(dispatch.refused),
         )  # fmt: skip
 
     def read(self, broker_reachable: bool | None = None) -> DaemonStatus:

@@ -1,27 +1,33 @@
 """From frames to shards: decode each request and hand it to the shard that owns it.
 
 Runs on the listener's loop thread, so it only decodes and enqueues. A request the
-daemon cannot read (unknown API or version, a body that does not parse) is answered
-with an error and its connection closed, as a Kafka broker does. Mutating admin calls
-are checked against ``admin_principals`` when the listener authenticates clients.
+daemon cannot read (unknown API or version, a body that is not JSON or not the API's
+shape) is answered with an error and its connection closed, as a Kafka broker does. A
+body of the right shape with a value beyond its bound (``protocol/types.py``) is
+refused on its own, and so is a group request sent to a shard that does not own its
+group (NOT_COORDINATOR): their connections serve on. Mutating admin calls are checked
+against ``admin_principals`` when the listener authenticates clients.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 import structlog
 
+from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.coordinator.protocol import (
     APIS_BY_KEY,
     CONTROLLER_APIS,
     ErrorCode,
-    ProtocolError,
+    RequestBodyError,
     decode_request,
 )
-from kafkacoord.coordinator.protocol.apis import encode_body
-from kafkacoord.coordinator.protocol.base import PUSH_CORRELATION_ID
+from kafkacoord.coordinator.protocol.apis import MESSAGE_MAX, encode_body
+from kafkacoord.coordinator.protocol.base import PUSH_CORRELATION_ID, Body
+from kafkacoord.coordinator.protocol.group_api import named_groups
 from kafkacoord.coordinator.runtime.shard import Reply, Request, RequestRef
 from kafkacoord.wire import RequestHeader, ServerConnection
 from kafkacoord.wire.frames import encode_response
@@ -70,18 +76,38 @@ def channel_of(conn: ServerConnection) -> ConnectionChannel:
     return channel
 
 
+# Why a request was refused here (kafkacoord_requests_refused_total's ``reason``).
+Reason = Literal[
+    "malformed", "out_of_range", "wrong_shard", "unknown_api", "unsupported_version",
+    "unauthorized", "dispatch_error",
+]  # fmt: skip
+UNKNOWN_API: Final = "unknown"
+"""The ``api`` of a request whose key no API has: the key itself would be a label of
+65,536 values."""
+# Group ids whose shard is remembered: Java's hash of a 20-character id costs ~7 µs in
+# Python, a dict hit ~0.1. Long ids are hashed each time rather than kept.
+_OWNERS_KEPT: Final = 100_000
+_OWNER_ID_CHARS: Final = 255
+
+
 @dataclass(slots=True)
 class DispatchStats:
     # Errors answered here, before any shard saw the request.
     rejected: dict[str, int] = field(default_factory=dict)
+    # The same requests by (api, reason).
+    refused: dict[tuple[str, str], int] = field(default_factory=dict)
 
-    def count(self, code: ErrorCode) -> None:
+    def count(self, code: ErrorCode, api: str = UNKNOWN_API,
+              reason: Reason = "dispatch_error") -> None:  # fmt: skip
         self.rejected[code.name] = self.rejected.get(code.name, 0) + 1
+        key = (api, reason)
+        self.refused[key] = self.refused.get(key, 0) + 1
 
 
 class RequestDispatcher:
     """Routes each decoded request to the controller or to the group shard it names, and
-    answers what no shard may see (unknown APIs, unauthorized admin calls) itself."""
+    answers what no shard may see (unknown APIs, bad bodies, unauthorized admin calls,
+    groups of another shard) itself."""
 
     def __init__(
         self,
@@ -89,11 +115,15 @@ class RequestDispatcher:
         groups: GroupTarget,
         *,
         admin_principals: Collection[str] | None = None,
+        offsets_partitions: int | None = None,
     ) -> None:
         self._controller = controller
         self._groups = groups
         # None: no client authentication, so no principal to check.
         self._admins = None if admin_principals is None else _principal_set(admin_principals)
+        # None: shards are not checked against their groups.
+        self._partitions = offsets_partitions
+        self._owners: dict[str, int] = {}
         self.stats = DispatchStats()
 
     def __call__(self, frames: list[tuple[RequestHeader, bytes]], conn: ServerConnection) -> None:
@@ -106,8 +136,11 @@ class RequestDispatcher:
                     self._one(header, body, conn, groups)
                 except Exception as exc:  # a bug here must not cost the other frames
                     log.exception("dispatch failed", api_key=header.api_key)
+                    spec = APIS_BY_KEY.get(header.api_key)
                     self._refuse(conn, header, ErrorCode.UNKNOWN_SERVER_ERROR,
-                                 f"{type(exc).__name__}: {exc}", close=False)  # fmt: skip
+                                 f"{type(exc).__name__}: {exc}"[:MESSAGE_MAX], close=False,
+                                 api=UNKNOWN_API if spec is None else spec.name,
+                                 reason="dispatch_error")  # fmt: skip
         finally:
             if groups:
                 self._groups(groups)
@@ -119,38 +152,80 @@ class RequestDispatcher:
         spec = APIS_BY_KEY.get(header.api_key)
         if spec is None:
             self._refuse(conn, header, ErrorCode.INVALID_REQUEST,
-                         f"unknown api key {header.api_key}", close=True)  # fmt: skip
+                         f"unknown api key {header.api_key}", close=True,
+                         api=UNKNOWN_API, reason="unknown_api")  # fmt: skip
             return
         if not 0 <= header.api_version <= spec.max_version:
             self._refuse(conn, header, ErrorCode.UNSUPPORTED_VERSION,
                          f"{spec.name} v{header.api_version} is not supported "
-                         f"(0..{spec.max_version})", close=True)  # fmt: skip
+                         f"(0..{spec.max_version})", close=True,
+                         api=spec.name, reason="unsupported_version")  # fmt: skip
             return
         try:
             parsed = decode_request(spec, body)
-        except ProtocolError as exc:
-            self._refuse(conn, header, exc.code, exc.message or "malformed body", close=True)
+        except RequestBodyError as exc:
+            # Kafka closes only on what it cannot parse; a value out of range is refused
+            # alone, before any shard (or its state) sees it.
+            self._refuse(conn, header, exc.code, exc.message or "malformed body",
+                         close=exc.malformed, api=spec.name,
+                         reason="malformed" if exc.malformed else "out_of_range")  # fmt: skip
             return
         if spec.admin and self._admins is not None and not _allowed(conn.principal, self._admins):
             log.warning("admin call refused", api=spec.name, principal=conn.principal,
                         peer=conn.peer)  # fmt: skip
             self._refuse(conn, header, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                          f"principal {conn.principal!r} may not call {spec.name}; "
-                         "it is not in admin_principals", close=False)  # fmt: skip
+                         "it is not in admin_principals", close=False,
+                         api=spec.name, reason="unauthorized")  # fmt: skip
             return
+        is_controller = spec.name in CONTROLLER_APIS
+        if not is_controller and self._partitions is not None:
+            problem = self._shard_problem(header.shard, parsed, self._partitions)
+            if problem is not None:
+                self._refuse(conn, header, ErrorCode.NOT_COORDINATOR, problem, close=False,
+                             api=spec.name, reason="wrong_shard")  # fmt: skip
+                return
         request = Request(
             RequestRef(header.client_id, header.correlation_id, channel_of(conn)), spec.name, parsed
         )
-        if spec.name in CONTROLLER_APIS:
+        if is_controller:
             self._controller(request)
         else:
             groups.append((header.shard, request))
 
+    def _shard_problem(self, shard: int, body: Body, partitions: int) -> str | None:
+        """Why ``shard`` may not serve ``body`` (a group request), or None: it must be a
+        shard of the offsets topic and own every group the request names. A client whose
+        partition count differs from the daemon's would otherwise split a group's state
+        across shards."""
+        if not 0 <= shard < partitions:
+            return f"shard {shard} is not a partition of the offsets topic (0..{partitions - 1})"
+        owners = self._owners
+        one = getattr(body, "group_id", None)  # most requests name one group
+        for group in named_groups(body) if one is None else (one,):
+            owner = owners.get(group)
+            if owner is None:
+                owner = partition_for(group, partitions)
+                if len(group) <= _OWNER_ID_CHARS:
+                    if len(owners) >= _OWNERS_KEPT:
+                        owners.clear()
+                    owners[group] = owner
+            if owner != shard:
+                shown = (
+                    repr(group)
+                    if len(group) <= 64
+                    else f"{group[:32]!r}... ({len(group)} characters)"
+                )
+                return f"group {shown} belongs to shard {owner}, not {shard}"
+        return None
+
     def _refuse(
         self, conn: ServerConnection, header: RequestHeader, code: ErrorCode, message: str,
-        *, close: bool,
+        *, close: bool, api: str, reason: Reason,
     ) -> None:  # fmt: skip
-        self.stats.count(code)
+        self.stats.count(code, api, reason)
+        # The answer is UTF-8: a lone surrogate (from an exception's text) must not fail it.
+        message = message.encode("utf-8", "backslashreplace").decode()
         if close:
             log.info("bad request; closing connection", peer=conn.peer, client=header.client_id,
                      api_key=header.api_key, error=code.name, reason=message)  # fmt: skip
