@@ -67,6 +67,8 @@ def admin_session(config: Path | None, bootstrap: str | None) -> Iterator[Contro
         fail(exc.message or exc.code.name if exc.code is not ErrorCode.NONE else str(exc))
     except (TimeoutError, ReassignmentFileError, AdminOperationError) as exc:
         fail(str(exc))
+    except ValidationError as exc:  # a value the request cannot carry (a bad topic name...)
+        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()), 2)
 
 
 def parse_configs(pairs: list[str]) -> dict[str, str]:

@@ -37,3 +37,11 @@ def test_missing_config_file_exits_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["daemon", "--config", str(tmp_path / "nope.toml")])
     assert result.exit_code == 2
     assert "config file not found" in result.output
+
+
+def test_a_value_no_request_can_carry_exits_2_naming_the_field() -> None:
+    # Refused as the request is built, before anything is sent (the bootstrap is unused).
+    result = runner.invoke(app, ["topics", "create", "--topic", "bad name", "--partitions", "1",
+                                 "--bootstrap", "127.0.0.1:1"])  # fmt: skip
+    assert result.exit_code == 2
+    assert "name:" in result.output and "Traceback" not in result.output

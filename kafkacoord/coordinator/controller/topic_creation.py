@@ -21,6 +21,7 @@ from kafkacoord.coordinator.protocol.controller_api import (
     CreateTopic,
     CreateTopicResponse,
 )
+from kafkacoord.coordinator.protocol.types import MAX_PARTITIONS_PER_BATCH
 
 from .batch import Batch
 from .changes import NO_LEADER, Election
@@ -263,6 +264,13 @@ class TopicCreator:
                 f"(asked for {body.count})",
             )
         adding = body.count - current
+        if adding > MAX_PARTITIONS_PER_BATCH:
+            # Kafka's own cap on partitions created in one request.
+            raise ProtocolError(
+                ErrorCode.POLICY_VIOLATION,
+                f"adding {adding} partitions to {body.topic!r} exceeds the limit of "
+                f"{MAX_PARTITIONS_PER_BATCH} per request",
+            )
         first = batch.partition(body.topic, 0)
         if first is None:
             replication_factor = topic.replication_factor

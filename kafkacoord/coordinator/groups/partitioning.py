@@ -20,6 +20,11 @@ Kafka maps a group to a partition of its offsets topic with::
 
 from __future__ import annotations
 
+import array
+import operator
+import sys
+import threading
+
 __all__ = ["INT32_MIN", "java_string_hash", "kafka_abs", "partition_for"]
 
 INT32_MIN = -(2**31)
@@ -38,11 +43,26 @@ def java_string_hash(s: str) -> int:
     units ``0xD83D 0xDE00`` and hashes to ``0xD83D * 31 + 0xDE00 == 1772899``. Lone surrogates
     (which Python strings may hold) count as the single code unit they are.
     """
-    data = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK32
-    return _to_int32(h)
+    units = array.array("H", s.encode("utf-16-be", "surrogatepass"))
+    if sys.byteorder == "little":
+        units.byteswap()
+    # The sum of unit * 31^(n-1-i), mod 2^32, with the loop in C: a group id of Kafka's
+    # longest string (32,767 characters) hashes in about 1.5 ms instead of 4.4.
+    return _to_int32(sum(map(operator.mul, units, _powers(len(units)))) & _MASK32)
+
+
+_POWERS: list[int] = [1]  # 31^i mod 2^32, grown as longer strings come
+_GROWING = threading.Lock()
+
+
+def _powers(n: int) -> list[int]:
+    """31^(n-1), ..., 31^0 (mod 2^32): the weights of a string of ``n`` code units."""
+    powers = _POWERS
+    if len(powers) < n:
+        with _GROWING:  # two threads growing it at once would append a power twice
+            while len(powers) < n:
+                powers.append(powers[-1] * 31 & _MASK32)
+    return powers[n - 1 :: -1] if n else []
 
 
 def kafka_abs(n: int) -> int:

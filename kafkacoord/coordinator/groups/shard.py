@@ -82,6 +82,7 @@ _MembershipBody = api.JoinGroup | api.SyncGroup | api.LeaveGroup
 _MemberBody = _MembershipBody | api.Heartbeat
 _MEMBERSHIP_BODIES: Final = frozenset(get_args(_MembershipBody))
 _MEMBER_BODIES: Final = frozenset(get_args(_MemberBody))  # bodies naming a member
+_INT64_MAX: Final = 2**63 - 1
 # Timer kinds whose key names a classic group, as ("heartbeat", group, member).
 _GROUP_TIMERS: Final = frozenset({"heartbeat", "join", "sync"})
 
@@ -496,6 +497,11 @@ class GroupShard:
         try:
             if not body.group_id:
                 raise ProtocolError(ErrorCode.INVALID_GROUP_ID, "the group id must not be empty")
+            if now + body.retention_time_ms > _INT64_MAX:  # the edge bounds it; in case not
+                raise ProtocolError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"retention_time_ms {body.retention_time_ms} puts the expiry past int64",
+                )
             if consumer is not None:
                 self._consumer.validate_offset_commit(consumer, body.member_id, body.generation_id)
             elif group is None:

@@ -395,3 +395,15 @@ def test_user_topics_are_placed_on_service_nodes_not_on_daemons() -> None:
     # The daemons still host the group shards.
     offsets = c.shard.image.partitions_of("__kc_offsets")
     assert {n for v in offsets for n in v.replicas} == {100, 101}
+
+
+def test_adding_more_partitions_than_one_request_may_is_a_policy_violation() -> None:
+    # The edge bounds count to an int32: growing a topic by two billion partitions would
+    # hold the controller for ever, so the handler caps what one request adds, as Kafka.
+    c = cluster(range(1, 4))
+    c.create("t", assignment={0: [1, 2]})
+    message = c.fails(api.CreatePartitions(topic="t", count=2**31 - 1), ErrorCode.POLICY_VIOLATION)
+    assert "10000 per request" in message
+    assert c.shard.image.topic("t").num_partitions == 1  # type: ignore[union-attr]
+    c.ok(api.CreatePartitions(topic="t", count=10_001))
+    assert c.shard.image.topic("t").num_partitions == 10_001  # type: ignore[union-attr]
