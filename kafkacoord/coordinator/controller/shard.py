@@ -264,23 +264,13 @@ class ControllerShard:
             except Exception as exc:
                 batch.rollback(mark)
                 self._restore(saved)
-                self._timer_failed(key, now_ms, exc)
+                self.retries.retry_or_drop(self.timers.schedule, key, now_ms, exc, "controller")
                 continue
             self.retries.succeeded(key)
         self.reassignments.settle(batch)
         self._step_rebalance(batch)
         encode_records(batch.records)
         return self._result(batch)
-
-    def _timer_failed(self, key: Hashable, now_ms: int, exc: Exception) -> None:
-        retry_at = self.retries.failed(key, now_ms)
-        if retry_at is None:
-            log.error("controller timer %r failed again; dropped (%s: %s)", key,
-                      type(exc).__name__, exc, exc_info=exc)  # fmt: skip
-            return
-        self.timers.schedule(key, retry_at)
-        log.error("controller timer %r failed; retrying in %d ms (%s: %s)", key,
-                  retry_at - now_ms, type(exc).__name__, exc, exc_info=exc)  # fmt: skip
 
     def _fire_timer(self, batch: Batch, key: Hashable, now_ms: int) -> None:
         if key == REBALANCE_TIMER:

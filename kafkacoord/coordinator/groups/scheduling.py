@@ -12,7 +12,6 @@ Keys:
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Hashable
 from typing import Final, TypeVar
 
@@ -29,7 +28,6 @@ __all__ = [
 
 EXPIRATION_TIMER: Final = ("expire-offsets",)
 
-log = logging.getLogger(__name__)
 _S = TypeVar("_S")
 
 # Bounds one fire() call if timers keep rescheduling at the same instant.
@@ -117,20 +115,12 @@ class ShardTimers:
                         restore(saved)
                         # What it rescheduled or cancelled is undone: those keys fire as due.
                         touched &= seen
-                        self._failed(key, now_ms, exc)
+                        self._retries.retry_or_drop(
+                            self._timers.schedule, key, now_ms, exc, "group"
+                        )
                         continue
                     self._retries.succeeded(key)
                     result.extend(part)
             finally:
                 self._touched = None
         return result
-
-    def _failed(self, key: Hashable, now_ms: int, exc: Exception) -> None:
-        retry_at = self._retries.failed(key, now_ms)
-        if retry_at is None:
-            log.error("group timer %r failed again; dropped (%s: %s)", key,
-                      type(exc).__name__, exc, exc_info=exc)  # fmt: skip
-            return
-        self._timers.schedule(key, retry_at)
-        log.error("group timer %r failed; retrying in %d ms (%s: %s)", key, retry_at - now_ms,
-                  type(exc).__name__, exc, exc_info=exc)  # fmt: skip

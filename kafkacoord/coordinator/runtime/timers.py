@@ -6,7 +6,8 @@ Pure and clock-free: the shard passes ``now_ms`` in, so tests drive time by hand
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable
+import logging
+from collections.abc import Callable, Hashable
 
 
 class Timers:
@@ -75,6 +76,8 @@ class Timers:
             due.append(key)
 
 
+log = logging.getLogger(__name__)
+
 # A failed timer is tried again after a backoff that doubles, as Kafka's runtime
 # reschedules a timer whose operation threw; one that fails this often is dropped, so a
 # shard is never stuck retrying one input for ever.
@@ -107,6 +110,24 @@ class TimerRetries:
             return None
         self._failures[key] = count
         return now_ms + min(self._backoff_ms << (count - 1), self._backoff_max_ms)
+
+    def retry_or_drop(
+        self,
+        schedule: Callable[[Hashable, int], None],
+        key: Hashable,
+        now_ms: int,
+        exc: Exception,
+        owner: str,
+    ) -> None:
+        """``key`` failed: schedule it again after its backoff, or drop it; logged either way."""
+        retry_at = self.failed(key, now_ms)
+        error = f"{type(exc).__name__}: {exc}"
+        if retry_at is None:
+            log.error("%s timer %r failed again; dropped (%s)", owner, key, error, exc_info=exc)
+            return
+        schedule(key, retry_at)
+        log.error("%s timer %r failed; retrying in %d ms (%s)", owner, key, retry_at - now_ms,
+                  error, exc_info=exc)  # fmt: skip
 
     def succeeded(self, key: Hashable) -> None:
         if self._failures:
