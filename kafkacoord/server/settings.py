@@ -61,7 +61,27 @@ class Settings(BaseSettings):
         1000, ge=1, description="Unanswered requests per connection before reading pauses."
     )
     connections_max_idle_ms: int = Field(600_000, ge=100, description="connections.max.idle.ms")
-    max_connections: int = Field(10_000, ge=1, description="max.connections")
+    max_connections: int = Field(
+        10_000, ge=1, description="max.connections (lowered at start to fit ulimit -n)."
+    )
+    request_read_timeout_ms: int = Field(
+        30_000, ge=100,
+        description="A request frame must arrive whole this long after its first byte, or "
+        "its connection is closed (no Kafka equivalent).",
+    )  # fmt: skip
+    tls_handshake_timeout_ms: int = Field(
+        10_000, ge=100, description="A TLS handshake must finish this soon, or it is closed."
+    )
+    write_buffer_high_bytes: int = Field(
+        1024 * 1024, ge=16 * 1024,
+        description="Unsent reply bytes of a connection above which it is not read; it is "
+        "read again below a quarter of them.",
+    )  # fmt: skip
+    max_buffered_bytes: int = Field(
+        256 * 1024 * 1024, ge=1024 * 1024,
+        description="Unsent replies and unread requests of all connections above which the "
+        "heaviest are not read (queued.max.request.bytes, replies counted too).",
+    )  # fmt: skip
     tls_cert: Path | None = Field(None, description="PEM certificate of the listener (TLS on).")
     tls_key: Path | None = Field(None, description="PEM private key of tls_cert.")
     tls_client_ca: Path | None = Field(
@@ -255,6 +275,10 @@ class Settings(BaseSettings):
             max_inflight_per_connection=self.max_inflight_requests,
             connections_max_idle_ms=self.connections_max_idle_ms,
             max_connections=self.max_connections,
+            request_read_timeout_ms=self.request_read_timeout_ms,
+            tls_handshake_timeout_ms=self.tls_handshake_timeout_ms,
+            write_buffer_high_bytes=self.write_buffer_high_bytes,
+            max_buffered_bytes=self.max_buffered_bytes,
         )
 
     def controller_config(self) -> ControllerConfig:

@@ -109,23 +109,31 @@ def decode_response(payload: bytes) -> ResponseFrame:
 
 
 class FrameReader:
-    """Cuts a byte stream into frame payloads; rejects a frame over ``max_bytes`` early."""
+    """Cuts a byte stream into frame payloads; rejects a frame over ``max_bytes`` early.
+
+    Frames it may not hand out yet (``limit``) stay in its buffer, uncut, until the next
+    ``feed``: the buffer is then the connection's whole backlog, counted in ``pending``.
+    """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._buffer = bytearray()
+        # Bytes held back (an attribute, not a property: it is read on every feed).
+        self.pending = 0
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes, limit: int = 1 << 62) -> list[bytes]:
+        """Append ``data``; cut and return at most ``limit`` whole frames from the front."""
         buffer = self._buffer
         buffer += data
         frames: list[bytes] = []
         start = 0
         end = len(buffer)
-        while end - start >= 4:
+        while end - start >= 4 and len(frames) < limit:
             (size,) = SIZE.unpack_from(buffer, start)
             if size < 0 or size > self.max_bytes:
                 header = peek_request_header(bytes(buffer[start + 4 : start + 4 + 256]))
                 del buffer[:start]
+                self.pending = len(buffer)
                 raise FrameError(
                     f"frame of {size} bytes exceeds max_frame_bytes={self.max_bytes}", header
                 )
@@ -134,10 +142,25 @@ class FrameReader:
             frames.append(bytes(buffer[start + 4 : start + 4 + size]))
             start += 4 + size
         if start:
-            del buffer[:start]
+            del buffer[:start]  # O(1) at a bytearray's front
+        self.pending = len(buffer)
         return frames
 
-    @property
-    def pending(self) -> int:
-        """Bytes of an incomplete frame held back."""
-        return len(self._buffer)
+    def ready(self) -> bool:
+        """A whole frame, or one too large to read, waits at the front."""
+        buffer = self._buffer
+        if len(buffer) < 4:
+            return False
+        size: int = SIZE.unpack_from(buffer, 0)[0]
+        return size < 0 or size > self.max_bytes or len(buffer) - 4 >= size
+
+    def partial(self) -> int:
+        """Bytes of the incomplete frame at the end, after any whole ones."""
+        buffer = self._buffer
+        start, end = 0, len(buffer)
+        while end - start >= 4:
+            (size,) = SIZE.unpack_from(buffer, start)
+            if size < 0 or end - start - 4 < size:
+                break
+            start += 4 + size
+        return end - start

@@ -200,7 +200,7 @@ def _frame(api_key: int, body: bytes, *, version: int = 0, cid: int = 5) -> byte
          ErrorCode.UNSUPPORTED_VERSION, "FenceNode v9 is not supported"),
         ("malformed body", _frame(CREATE, b'{"name": "x", "num_partitions": "many"'),
          ErrorCode.INVALID_REQUEST, "malformed CreateTopic body"),
-        ("invalid field", _frame(CREATE, b'{"name": "bad name!"}'),
+        ("field of the wrong type", _frame(CREATE, b'{"name": "x", "rack_aware": "maybe"}'),
          ErrorCode.INVALID_REQUEST, "malformed CreateTopic body"),
         ("oversize frame", struct.pack(">i", 5_000_000) + _frame(FENCE, b"{}")[4:],
          ErrorCode.INVALID_REQUEST, "exceeds max_frame_bytes=1048576"),

@@ -78,13 +78,37 @@ class _StatusFamilies:
             "Requests refused before any shard saw them, by api and reason.",
             labels=["api", "reason"],
         )
+        self.pauses = counter(
+            "kafkacoord_listener_pauses", "Times a connection stopped being read, by reason.",
+            labels=["reason"],
+        )  # fmt: skip
+        self.paused_now = gauge(
+            "kafkacoord_listener_paused_connections", "Connections not being read now."
+        )
+        self.frames_timed_out = counter(
+            "kafkacoord_frames_timed_out",
+            "Connections closed: a frame not whole within request_read_timeout_ms.",
+        )
+        self.handshake_errors = counter(
+            "kafkacoord_tls_handshake_errors", "TLS handshakes that did not complete, by kind.",
+            labels=["kind"],
+        )  # fmt: skip
+        self.pushes_dropped = counter(
+            "kafkacoord_pushes_dropped", "Pushes dropped for clients not reading their replies."
+        )
+        self.buffered = gauge(
+            "kafkacoord_listener_buffered_bytes",
+            "Unsent replies and unread request bytes, all connections.",
+        )
 
     def all(self) -> list[Metric]:
         return [
             self.started, self.active, self.epoch, self.activations, self.standby_offset,
             self.elections,
             self.shards, self.connections, self.accepted, self.refused, self.received,
-            self.bad_frames, self.rejected, self.requests_refused,
+            self.bad_frames, self.rejected, self.requests_refused, self.pauses,
+            self.paused_now, self.frames_timed_out, self.handshake_errors, self.pushes_dropped,
+            self.buffered,
         ]  # fmt: skip
 
 
@@ -125,6 +149,14 @@ class StatusCollector:
                 f.rejected.add_metric([error], count)
             for (api, reason), count in sorted(listener.requests_refused.items()):
                 f.requests_refused.add_metric([api, reason], count)
+            for reason, count in sorted(listener.paused.items()):
+                f.pauses.add_metric([reason], count)
+            f.paused_now.add_metric([], listener.reading_paused)
+            f.frames_timed_out.add_metric([], listener.frames_timed_out)
+            f.handshake_errors.add_metric(["timeout"], listener.handshakes_timed_out)
+            f.handshake_errors.add_metric(["failed"], listener.handshakes_failed)
+            f.pushes_dropped.add_metric([], listener.pushes_dropped)
+            f.buffered.add_metric([], listener.buffered_bytes)
         return f.all()
 
 

@@ -42,6 +42,14 @@ class ListenerCounts:
     """Errors answered before any shard saw the request, by error code."""
     requests_refused: Mapping[tuple[str, str], int] = field(default_factory=dict)
     """The same requests by (api, reason)."""
+    paused: Mapping[str, int] = field(default_factory=dict)
+    """Times a connection stopped being read, by reason."""
+    reading_paused: int = 0
+    frames_timed_out: int = 0
+    handshakes_timed_out: int = 0
+    handshakes_failed: int = 0
+    pushes_dropped: int = 0
+    buffered_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +96,11 @@ class StatusSource:
             dict(stats.bad_frames),
             {} if dispatch is None else dict(dispatch.rejected),
             {} if dispatch is None else dict(dispatch.refused),
+            paused=dict(stats.paused), reading_paused=stats.reading_paused,
+            frames_timed_out=stats.frames_timed_out,
+            handshakes_timed_out=stats.handshakes_timed_out,
+            handshakes_failed=stats.handshakes_failed, pushes_dropped=stats.pushes_dropped,
+            buffered_bytes=stats.buffered_bytes,
         )  # fmt: skip
 
     def read(self, broker_reachable: bool | None = None) -> DaemonStatus:

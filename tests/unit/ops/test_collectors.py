@@ -32,7 +32,11 @@ def test_status_of_the_active_controller() -> None:
                 "offsets-1": HostState.LOADING},
         listener=ListenerCounts(
             connections=3, accepted=9, refused=1, requests=40,
-            bad_frames={"oversize frame": 2}, rejected={"NOT_COORDINATOR": 5}),
+            bad_frames={"oversize frame": 2}, rejected={"NOT_COORDINATOR": 5},
+            requests_refused={("OffsetCommit", "out_of_range"): 4},
+            paused={"write buffer": 6, "memory": 1}, reading_paused=2, frames_timed_out=3,
+            handshakes_timed_out=4, handshakes_failed=5, pushes_dropped=8,
+            buffered_bytes=65536),
     )  # fmt: skip
     registry = CollectorRegistry()
     registry.register(StatusCollector(lambda: status))
@@ -53,6 +57,16 @@ def test_status_of_the_active_controller() -> None:
     assert value("kafkacoord_requests_received_total") == 40
     assert value("kafkacoord_bad_frames_total", {"reason": "oversize frame"}) == 2
     assert value("kafkacoord_request_rejects_total", {"error": "NOT_COORDINATOR"}) == 5
+    refused = {"api": "OffsetCommit", "reason": "out_of_range"}
+    assert value("kafkacoord_requests_refused_total", refused) == 4
+    assert value("kafkacoord_listener_pauses_total", {"reason": "write buffer"}) == 6
+    assert value("kafkacoord_listener_pauses_total", {"reason": "memory"}) == 1
+    assert value("kafkacoord_listener_paused_connections") == 2
+    assert value("kafkacoord_frames_timed_out_total") == 3
+    assert value("kafkacoord_tls_handshake_errors_total", {"kind": "timeout"}) == 4
+    assert value("kafkacoord_tls_handshake_errors_total", {"kind": "failed"}) == 5
+    assert value("kafkacoord_pushes_dropped_total") == 8
+    assert value("kafkacoord_listener_buffered_bytes") == 65536
 
 
 def test_a_standby_has_no_epoch_and_a_starting_daemon_no_controller() -> None:
