@@ -23,6 +23,7 @@ from kafkacoord.server.ops.collectors import StatusCollector
 from kafkacoord.server.ops.status import StatusSource
 from kafkacoord.server.services.dispatch import RequestDispatcher
 from kafkacoord.wire import RequestHeader
+from kafkacoord.wire.limits import ListenerStats
 
 PARTITIONS = 7
 
@@ -222,17 +223,10 @@ def test_a_long_group_id_is_cut_short_in_the_answer() -> None:
 
 
 @dataclass
-class _ListenerStats:
-    connections: int = 1
-    accepted: int = 1
-    refused: int = 0
-    requests: int = 3
-    bad_frames: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
 class _Listener:
-    stats: _ListenerStats = field(default_factory=_ListenerStats)
+    stats: ListenerStats = field(
+        default_factory=lambda: ListenerStats(connections=1, accepted=1, requests=3)
+    )
 
 
 def test_refusals_are_exported_by_api_and_reason() -> None:
