@@ -180,6 +180,8 @@ class CoordinatorClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise last or RequestTimeoutError(api, timeout_s, tried)
+            if self.closed:  # its process is stopping: retrying would only hold it up
+                raise RequestError(api, ErrorCode.REQUEST_TIMED_OUT, "the client was closed")
             seen = self.routes.version
             endpoint = self._resolve(target, deadline)
             if endpoint is None:

@@ -137,7 +137,8 @@ class ClusterAccess:
             except (RequestError, StorageError, TimeoutError) as exc:
                 log.debug("lag sample skipped", error=str(exc))
             except Exception:
-                log.exception("lag sample failed")
+                if not self._closing.is_set():  # closed under it: nothing to report
+                    log.exception("lag sample failed")
             self._closing.wait(self._interval_s)
 
     # -- writes (the CLI's admin calls) --------------------------------------------------
@@ -184,7 +185,9 @@ class ClusterAccess:
     def close(self) -> None:
         self._closing.set()
         if self._sampler.is_alive():
-            self._sampler.join(timeout=5)
+            # A sample waits on routes that a stopping daemon no longer offers (up to its
+            # timeout): the daemon's stop does not wait for it beyond a second.
+            self._sampler.join(timeout=1)
         self.metadata.close()
         self.groups.close()
         self.controller.close()
