@@ -36,7 +36,7 @@ from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
 from kafkacoord.coordinator.runtime.restarts import RestartBackoff
 from kafkacoord.coordinator.runtime.shard import Request
-from kafkacoord.coordinator.runtime.writer import ShardWriter
+from kafkacoord.coordinator.runtime.writer import ShardWriter, WriterFencedError
 from kafkacoord.server.settings import Settings
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.errors import LoadCancelledError
@@ -49,6 +49,8 @@ from .election import ControllerElection
 log = structlog.get_logger(__name__)
 
 STANDBY_INTERVAL_S = 2.0
+# Stops that are not retried: fenced by a newer controller, or a load its owner cancelled.
+_FINAL_STOPS = (WriterFencedError, LoadCancelledError)
 
 
 ElectionFactory = Callable[[Callable[[], None], Callable[[], None]], ControllerElection]
@@ -235,7 +237,9 @@ class ControllerService:
             self._on_change(False)
 
     def _stopped(self, host: ShardHost, failure: Exception | None) -> None:
-        if failure is None or self._closed:
+        if failure is None or self._closed or isinstance(failure, _FINAL_STOPS):
+            # A fenced writer means another controller opened the transactional id: this
+            # one resigns, and the election activates it again if it wins once more.
             return
         # Still holding the lease (a broker hiccup, a bug): try again shortly, and less
         # often if it keeps stopping (runtime/restarts.py).
