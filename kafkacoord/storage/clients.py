@@ -30,6 +30,13 @@ BACKGROUND_FETCH_WAIT_MS = 50
 KAFKA_FETCH_WAIT_MS = 500
 
 
+# The controller's transaction.timeout.ms. A controller killed mid-transaction holds
+# the metadata log's last stable offset until the broker aborts that transaction: this
+# long, plus the broker's sweep (transaction.abort.timed.out.transaction.cleanup.interval.ms,
+# 10 s). Readers of committed records must outwait it (reader.py's stall timeout).
+CONTROLLER_TRANSACTION_TIMEOUT_MS = 60_000
+
+
 def background_fetch_wait_ms(bootstrap: str) -> int:
     """How long a background tail's fetch may wait at ``bootstrap``'s broker."""
     if broker_profile(bootstrap).fetch_wakes_on_data:

@@ -14,11 +14,19 @@ from typing import cast
 import structlog
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
+from .clients import CONTROLLER_TRANSACTION_TIMEOUT_MS
 from .errors import BrokerUnavailableError, StorageError
 
 log = structlog.get_logger(__name__)
 
 BEGINNING = OFFSET_BEGINNING
+
+
+# How long a read may see neither records nor the end of the log before the broker counts
+# as down: longer than a dead controller's open transaction holds back the end of the
+# metadata log (its timeout and the broker's abort sweep), so a restart after a kill -9
+# outwaits it instead of giving up.
+STALL_TIMEOUT_S = CONTROLLER_TRANSACTION_TIMEOUT_MS / 1000 + 30
 
 
 class LogBehindCheckpointError(StorageError):
@@ -65,7 +73,7 @@ class PartitionReader:
         starts: Mapping[int, int],
         *,
         chunk_records: int = 200_000,
-        stall_timeout_s: float = 60.0,
+        stall_timeout_s: float = STALL_TIMEOUT_S,
     ) -> None:
         self._consumer = consumer
         self.topic = topic

@@ -15,7 +15,7 @@ from typing import Protocol, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from kafkacoord.storage.clients import durable_producer
+from kafkacoord.storage.clients import CONTROLLER_TRANSACTION_TIMEOUT_MS, durable_producer
 from kafkacoord.storage.errors import AppendError
 
 from .shard import RawRecord
@@ -107,7 +107,10 @@ class TransactionalWriter:
             bootstrap,
             transactional_id,
             linger_ms=0,
-            **{"transactional.id": transactional_id, "transaction.timeout.ms": 60_000},
+            **{
+                "transactional.id": transactional_id,
+                "transaction.timeout.ms": CONTROLLER_TRANSACTION_TIMEOUT_MS,
+            },
         )
         try:
             self._producer.init_transactions(timeout_s)
