@@ -56,6 +56,7 @@ from .shard import (
     raw_records,
     replay_result,
 )
+from .timers import doubling
 from .turn import Turn
 from .writer import ShardWriter, WriterFencedError
 
@@ -510,8 +511,8 @@ class ShardHost:
             result = self.shard.fire_timers(now)
         except Exception as exc:
             self._timer_failures += 1
-            backoff_ms = min(EVENT_BACKOFF_MS << min(self._timer_failures - 1, 16),
-                             EVENT_BACKOFF_MAX_MS)  # fmt: skip
+            backoff_ms = int(doubling(EVENT_BACKOFF_MS, self._timer_failures - 1,
+                                      EVENT_BACKOFF_MAX_MS))  # fmt: skip
             self._timers_resume_ms = now + backoff_ms
             log.error("shard timers failed; retrying after a backoff", shard=self.name,
                       backoff_ms=backoff_ms, error=f"{type(exc).__name__}: {exc}",
@@ -536,7 +537,7 @@ class ShardHost:
                           attempts=attempt + 1, error=f"{type(exc).__name__}: {exc}",
                           exc_info=exc)  # fmt: skip
                 return Result()
-            backoff_ms = min(EVENT_BACKOFF_MS << attempt, EVENT_BACKOFF_MAX_MS)
+            backoff_ms = int(doubling(EVENT_BACKOFF_MS, attempt, EVENT_BACKOFF_MAX_MS))
             heapq.heappush(
                 self._retrying, (now + backoff_ms, next(self._retry_seq), attempt + 1, fn)
             )

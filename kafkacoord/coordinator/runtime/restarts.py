@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from .timers import doubling
+
 FIRST_DELAY_S = 0.5
 MAX_DELAY_S = 30.0
 HEALTHY_S = 60.0
@@ -43,6 +45,6 @@ class RestartBackoff:
         """The host stopped: how long to wait before starting it again."""
         if self._clock() - self._started >= self._healthy_s:
             self._restarts = 0
-        delay = min(self._first_s * (1 << min(self._restarts, 16)), self._max_s)
+        delay = doubling(self._first_s, self._restarts, self._max_s)
         self._restarts += 1
         return delay

@@ -86,6 +86,12 @@ RETRY_BACKOFF_MAX_MS = 10_000
 RETRY_ATTEMPTS = 5
 
 
+def doubling(first: float, attempt: int, cap: float) -> float:
+    """The wait before retry ``attempt`` (0 for the first): ``first``, doubled each time,
+    at most ``cap``. Timers, internal events and restarts all back off this way."""
+    return min(first * (1 << min(attempt, 30)), cap)
+
+
 class TimerRetries:
     """How often each timer key has failed in a row, and when to try it again."""
 
@@ -109,7 +115,7 @@ class TimerRetries:
             self._failures.pop(key, None)
             return None
         self._failures[key] = count
-        return now_ms + min(self._backoff_ms << (count - 1), self._backoff_max_ms)
+        return now_ms + int(doubling(self._backoff_ms, count - 1, self._backoff_max_ms))
 
     def retry_or_drop(
         self,
