@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchlib import BROKERS, log
 
-from tests.nemesis.campaign import Campaign
+from tests.nemesis.campaign import KINDS, Campaign
 from tests.nemesis.netlab import available
 
 
@@ -32,6 +32,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=180.0)
     parser.add_argument("--seed", type=int, default=None, help="default: from the clock")
     parser.add_argument("--out", type=Path, default=None, help="default: a new temp dir")
+    parser.add_argument(
+        "--faults", default=None, help=f"comma-separated kinds (default: all; {','.join(KINDS)})"
+    )
     args = parser.parse_args()
     missing = available()
     if missing:
@@ -40,7 +43,12 @@ def main() -> int:
     seed = args.seed if args.seed is not None else int(time.time()) % 100_000
     out = args.out or Path(tempfile.mkdtemp(prefix=f"nemesis-{args.broker}-"))
     log(f"nemesis: broker {args.broker}, {args.seconds:.0f}s, seed {seed}, output in {out}")
-    campaign = Campaign(args.broker, out, seed=seed, log=log)
+    kinds = tuple(args.faults.split(",")) if args.faults else None
+    unknown = set(kinds or ()) - set(KINDS)
+    if unknown:
+        log(f"error: unknown fault kinds {sorted(unknown)}")
+        return 2
+    campaign = Campaign(args.broker, out, seed=seed, log=log, kinds=kinds)
     try:
         campaign.start()
         result = campaign.run(args.seconds)

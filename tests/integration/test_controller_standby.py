@@ -166,3 +166,25 @@ def test_each_successor_follows_the_log_of_the_controller_before(controllers: Co
     second.close()
     wait_until(lambda: third.active, 60, "the third controller")
     assert _placement(third) == expected
+
+
+def test_a_lease_won_again_while_the_last_activation_stops_is_taken_up(
+    controllers: Controllers,
+) -> None:
+    """A broker restart ends the lease and grants it again before the controller has
+    stopped: the election calls lost, then won, back to back. The second call once found
+    the host still stopping and was dropped, so the daemon held the lease and served
+    nothing until it restarted (found by the fault campaign, tests/nemesis)."""
+    service = controllers.start(1)
+    wait_until(lambda: service.active, 60, "the first controller")
+    first = service.host
+    assert service.elected
+    service._deactivate()  # what the election calls when its lease ends ...
+    service._activate()  # ... and when it wins the next one, back to back
+    wait_until(lambda: service.active and service.host is not first, 60, "the next activation")
+    assert service.activations == 2
+    admin = ControllerAdmin(controllers.bootstrap, controllers.topics, timeout_s=30)
+    try:
+        _setup_cluster(admin)  # the reactivated controller serves
+    finally:
+        admin.close()

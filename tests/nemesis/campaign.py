@@ -2,11 +2,11 @@
 nemesis injecting faults drawn from a seed, and the checker reading the outcome.
 
 The cluster: one broker, three daemons, three node agents, two offsets clients, one
-controller-operations client and the campaign's own probe, each in a host of its own
-(:mod:`tests.nemesis.netlab`). After each fault heals the probe waits for the controller
-and every group shard to answer (its time is the fault's recovery), then the next fault
-comes. At the end every fault is healed, the clients stop, the probe reads every key, and
-:func:`tests.nemesis.checker.check` reads the whole history.
+controller-operations client, six group members and the campaign's own probe, each in a
+host of its own (:mod:`tests.nemesis.netlab`). After each fault heals the probe waits for
+the controller and every group shard to answer (its time is the fault's recovery), then
+the next fault comes. At the end every fault is healed, the clients stop, the probe reads
+every key, and :func:`tests.nemesis.checker.check` reads the whole history.
 """
 
 from __future__ import annotations
@@ -162,6 +162,8 @@ class Campaign:
         self.daemons: dict[str, DaemonProcess] = {}
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.worker_hosts: dict[str, str] = {}
+        # Every daemon process started, restarts included: their logs are kept at the end.
+        self.daemon_runs: list[tuple[str, DaemonProcess]] = []
         self.probe: subprocess.Popen[str] | None = None
         self.faults: list[Fault] = []
         self.recoveries: list[float] = []
@@ -177,7 +179,7 @@ class Campaign:
 
     def start(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
-        names = ["broker", "d1", "d2", "d3", "a1", "a2", "a3", "c1", "c2", "ctl"]
+        names = ["broker", "d1", "d2", "d3", "a1", "a2", "a3", "c1", "c2", "c3", "ctl"]
         for name in names:
             self.hosts[name] = self.lab.add_host(name)
         self._start_broker()
@@ -193,6 +195,7 @@ class Campaign:
         for client in ("c1", "c2"):
             self._start_worker(client, "offsets", "--writers", "c1,c2",
                                "--threads", str(WRITER_THREADS))  # fmt: skip
+        self._start_worker("c3", "members", "--threads", "3", name="m")
         self._start_worker("c1", "controller", "--nodes", ",".join(map(str, AGENT_IDS)),
                            "--pause-s", "0.5", name="ops")  # fmt: skip
 
@@ -234,6 +237,7 @@ class Campaign:
             })  # fmt: skip
         with self.lab.inside(host):
             self.daemons[name] = DaemonProcess(env, module=self.daemon_module)
+        self.daemon_runs.append((name, self.daemons[name]))
 
     def _worker_argv(self, role: str, name: str, *extra: str) -> list[str]:
         return [
@@ -450,6 +454,9 @@ class Campaign:
         for file in self._files:
             file.close()
         self.lab.close()
+        for run, (name, daemon) in enumerate(self.daemon_runs):
+            with (self.out / "logs" / f"{name}-{run}.jsonl").open("w") as events:
+                events.writelines(json.dumps(event) + "\n" for event in daemon.events)
 
 
 ANOMALY_NAMES = (*ANOMALY_KINDS, "liveness")

@@ -7,6 +7,8 @@
   writer, logging each call with its outcome;
 - ``agent``: a node agent that logs each become-leader and become-follower with the
   leader epoch it was delivered;
+- ``members``: classic and consumer-protocol members of two groups, logging each
+  assignment with its generation or member epoch;
 - ``controller``: topic creates and deletes, reassignments and preferred elections;
 - ``probe``: the campaign's own client; reads commands on stdin (``serve``: wait until
   the controller and every group shard answer; ``final``: read every key) and answers a
@@ -18,6 +20,7 @@ SIGTERM ends a worker after the calls in flight finish.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import signal
@@ -29,10 +32,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
 from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.client.agent import NodeAgent
 from kafkacoord.client.base import GroupChannel
 from kafkacoord.client.errors import RequestError
+from kafkacoord.client.group_member import GroupMember
 from kafkacoord.codecs.models import PartitionValue
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
@@ -193,6 +201,63 @@ def run_agent(args: argparse.Namespace, stop: threading.Event) -> None:
     recorder.close()
 
 
+WORK_TOPIC = "work"
+WORK_PARTITIONS = 8
+
+
+def watched(member: GroupMember, recorder: Recorder, name: str) -> GroupMember:
+    """Logs the member's assignment whenever it or its generation (member epoch) changes.
+
+    Wraps the member's own step (a join and sync, or a heartbeat) on the member's
+    thread, the only writer of both fields, so a logged pair is never torn.
+    """
+    step_name = "_heartbeat" if member.protocol == "consumer" else "_join_and_sync"
+    step = getattr(member, step_name)
+    last: list[tuple[int, frozenset[tuple[str, int]]]] = []
+    consumer = member.protocol == "consumer"
+
+    def logged_step() -> None:
+        step()
+        seen = (member.generation, member.assignment)
+        if member.generation < 0 or (last and last[-1] == seen):
+            return
+        last[:] = [seen]
+        recorder.write(Observation(
+            "assignment", name, now_ns(), key=member.group_id,
+            generation=-1 if consumer else member.generation,
+            epoch=member.generation if consumer else -1,
+            partitions=sorted(f"{t}/{p}" for t, p in member.assignment),
+        ))  # fmt: skip
+
+    setattr(member, step_name, logged_step)
+    return member
+
+
+def run_members(args: argparse.Namespace, stop: threading.Event) -> None:
+    recorder = Recorder(args.name, args.out)
+    counts = {WORK_TOPIC: WORK_PARTITIONS}
+    # The consumer protocol's coordinator assigns what the broker says the topic has.
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    for future in admin.create_topics([NewTopic(WORK_TOPIC, WORK_PARTITIONS, 1)]).values():
+        with contextlib.suppress(KafkaException):  # made by an earlier run of this worker
+            future.result(30)
+    members: list[GroupMember] = []
+    for protocol in ("classic", "consumer"):
+        for index in range(args.threads):
+            member = GroupMember(
+                args.bootstrap, f"{protocol}-group", [WORK_TOPIC], protocol=protocol,
+                topic_prefix=args.prefix, offsets_partitions=args.shards,
+                session_timeout_ms=6000, heartbeat_interval_ms=500, rebalance_timeout_ms=10_000,
+                partition_counts=lambda topics: {t: counts[t] for t in topics if t in counts},
+                client_id=f"{args.name}-{protocol}-{index}",
+            )  # fmt: skip
+            members.append(watched(member, recorder, f"{args.name}-{protocol}-{index}").start())
+    stop.wait()
+    for member in members:
+        member.close(timeout_s=5.0)
+    recorder.close()
+
+
 def run_controller(args: argparse.Namespace, stop: threading.Event) -> None:
     recorder = Recorder(args.name, args.out)
     admin = ControllerAdmin(args.bootstrap, InternalTopics(args.prefix), timeout_s=CALL_TIMEOUT_S)
@@ -296,7 +361,7 @@ def _final(channel: GroupChannel, recorder: Recorder, command: dict[str, Any]) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.nemesis.worker")
-    parser.add_argument("role", choices=["offsets", "agent", "controller", "probe"])
+    parser.add_argument("role", choices=["offsets", "agent", "controller", "members", "probe"])
     parser.add_argument("--name", required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--bootstrap", required=True)
@@ -313,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     runs = {"offsets": run_offsets, "agent": run_agent, "controller": run_controller,
-            "probe": run_probe}  # fmt: skip
+            "members": run_members, "probe": run_probe}  # fmt: skip
     runs[args.role](args, stop)
     return 0
 

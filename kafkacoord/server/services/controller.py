@@ -100,6 +100,7 @@ class ControllerService:
         self._closed = False
         self._closing = threading.Event()
         self._backoff = RestartBackoff()
+        self._activation_pending = False
         # The standby's tail of the metadata log; whoever holds the lock may use the cache.
         self._tail: ShardTail | None = None
         self._tail_lock = threading.Lock()
@@ -216,8 +217,14 @@ class ControllerService:
 
     def _activate(self) -> None:
         with self._lock:
-            if self._closed or (self.host is not None and self.host.state is not HostState.STOPPED):
+            if self._closed:
                 return
+            if self.host is not None and self.host.state is not HostState.STOPPED:
+                # Won again while the last activation still stops (a broker restart ends
+                # one lease and starts the next): its stop takes this one up.
+                self._activation_pending = True
+                return
+            self._activation_pending = False
             self.activations += 1
             self._backoff.started()
             log.info("activating controller", node_id=self.settings.node_id)
@@ -230,6 +237,7 @@ class ControllerService:
 
     def _deactivate(self) -> None:
         with self._lock:
+            self._activation_pending = False
             host = self.host
         if host is not None:
             host.stop(timeout_s=0)  # never block the election's poll thread
@@ -237,6 +245,11 @@ class ControllerService:
             self._on_change(False)
 
     def _stopped(self, host: ShardHost, failure: Exception | None) -> None:
+        with self._lock:
+            pending, self._activation_pending = self._activation_pending, False
+        if pending and self.elected and not self._closed:
+            self._activate()
+            return
         if failure is None or self._closed or isinstance(failure, _FINAL_STOPS):
             # A fenced writer means another controller opened the transactional id: this
             # one resigns, and the election activates it again if it wins once more.
