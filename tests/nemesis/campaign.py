@@ -49,6 +49,7 @@ RECOVERY_BOUND_S = 90.0
 PARTITIONS = (
     "partition-daemon-broker",
     "partition-client-daemon",
+    "partition-client-broker",
     "partition-daemon-daemon",
     "partition-majority",
     "partition-one-way",
@@ -84,6 +85,8 @@ def schedule(seed: int, count: int, kinds: tuple[str, ...]) -> list[Step]:
         daemon = f"d{rng.randrange(3) + 1}"
         if kind == "partition-client-daemon":
             target = f"c{rng.randrange(2) + 1}|{daemon}"
+        elif kind == "partition-client-broker":  # its routes stay as they were
+            target = f"c{rng.randrange(2) + 1}|broker"
         elif kind == "partition-daemon-daemon":
             other = rng.choice([d for d in ("d1", "d2", "d3") if d != daemon])
             target = f"{daemon}|{other}"
@@ -148,12 +151,15 @@ class Campaign:
         log: Callable[[str], None] = lambda message: print(message, file=sys.stderr),
         daemon_module: str = "kafkacoord",
         kinds: tuple[str, ...] | None = None,
+        readers: frozenset[str] = frozenset(),
     ) -> None:
         self.broker_kind = broker
         self.out = out
         self.seed = seed
         self.log = log
         self.daemon_module = daemon_module
+        # Offsets clients that only fetch: nothing of theirs waits on an append.
+        self.readers = readers
         self.kinds = kinds or (KINDS if broker == "kafka" else TANSU_KINDS)
         self.prefix = f"__kn{seed % 10_000}_"
         self.lab = NetLab()
@@ -193,9 +199,12 @@ class Campaign:
         for index, node in enumerate(AGENT_IDS):
             self._start_worker(f"a{index + 1}", "agent", "--node-id", str(node))
         for client in ("c1", "c2"):
+            reads = ("--read-only",) if client in self.readers else ()
             self._start_worker(client, "offsets", "--writers", "c1,c2",
-                               "--threads", str(WRITER_THREADS))  # fmt: skip
+                               "--threads", str(WRITER_THREADS), *reads)  # fmt: skip
         self._start_worker("c3", "members", "--threads", "3", name="m")
+        for client in ("c1", "c2"):
+            self.wait_ok(client, 20)
         self._start_worker("c1", "controller", "--nodes", ",".join(map(str, AGENT_IDS)),
                            "--pause-s", "0.5", name="ops")  # fmt: skip
 
@@ -224,6 +233,7 @@ class Campaign:
             "KAFKACOORD_NODE_ID": str(node),
             "KAFKACOORD_DATA_DIR": str(self.out / name),
             "KAFKACOORD_LISTEN": f"{host.address}:{LISTEN_PORT}",
+            "PYTHONPATH": str(ROOT),  # a test's daemon module may live under tests/
         })  # fmt: skip
         if any(kind.startswith("clock") for kind in self.kinds):
             clock = self._clock_file(name)
@@ -259,6 +269,20 @@ class Campaign:
                 stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)},
             )  # fmt: skip
         self.worker_hosts[name] = host
+
+    def ok_ops(self, name: str) -> int:
+        path = self.out / "history" / f"{name}.jsonl"
+        with contextlib.suppress(FileNotFoundError), path.open() as lines:
+            return sum('"outcome":"ok"' in line for line in lines)
+        return 0
+
+    def wait_ok(self, name: str, count: int, timeout_s: float = 90.0) -> None:
+        """Until client ``name`` has ``count`` acknowledged calls: its routes are known."""
+        deadline = time.monotonic() + timeout_s
+        while self.ok_ops(name) < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"client {name} had no {count} calls acknowledged in time")
+            time.sleep(0.2)
 
     def _spawn_probe(self) -> subprocess.Popen[str]:
         (self.out / "logs").mkdir(exist_ok=True)
@@ -325,10 +349,12 @@ class Campaign:
             self._strobe = threading.Event()
             threading.Thread(target=self._strobing, args=(target, step.detail, self._strobe),
                              daemon=True).start()  # fmt: skip
+        t0 = now_ns()
         try:
             yield
         finally:
             self._heal(step)
+            self.faults.append(Fault(kind, target, t0, now_ns()))
 
     def _strobing(self, target: str, offset: str, stop: threading.Event) -> None:
         skewed = False
@@ -384,10 +410,8 @@ class Campaign:
             if time.monotonic() - started + step.quiet_s + step.hold_s > seconds:
                 break
             time.sleep(step.quiet_s)
-            t0 = now_ns()
             with self.fault(step):
                 time.sleep(step.hold_s)
-            self.faults.append(Fault(step.kind, step.target, t0, now_ns()))
             answer = self.serve()
             self.recoveries.append(answer["seconds"])
             waiting = f"; still waiting for {answer['waiting']}" if answer["waiting"] else ""

@@ -132,8 +132,9 @@ def run_offsets(args: argparse.Namespace, stop: threading.Event) -> None:
             p = rng.randrange(args.partitions)
             next_value[p] += 1
             value = next_value[p]
-            recorder.call("commit", f"{group}/{p}", value,
-                          partial(commit_offset, channel, group, p, value))  # fmt: skip
+            if not args.read_only:
+                recorder.call("commit", f"{group}/{p}", value,
+                              partial(commit_offset, channel, group, p, value))  # fmt: skip
             rgroup, rp = rng.choice(keys)
             recorder.call("fetch", f"{rgroup}/{rp}", None,
                           partial(fetch_offset, channel, rgroup, rp))  # fmt: skip
@@ -215,15 +216,23 @@ def watched(member: GroupMember, recorder: Recorder, name: str) -> GroupMember:
     step = getattr(member, step_name)
     last: list[tuple[int, frozenset[tuple[str, int]]]] = []
     consumer = member.protocol == "consumer"
+    incarnation = [0]
 
     def logged_step() -> None:
         step()
         seen = (member.generation, member.assignment)
-        if member.generation < 0 or (last and last[-1] == seen):
+        # A fenced member starts over (epoch 0, or generation -1, as Kafka's clients do):
+        # it is a new observer from then on, whose epochs need not exceed the old ones.
+        if member.generation <= (0 if consumer else -1):
+            if last:
+                incarnation[0] += 1
+                last.clear()
+            return
+        if last and last[-1] == seen:
             return
         last[:] = [seen]
         recorder.write(Observation(
-            "assignment", name, now_ns(), key=member.group_id,
+            "assignment", f"{name}#{incarnation[0]}", now_ns(), key=member.group_id,
             generation=-1 if consumer else member.generation,
             epoch=member.generation if consumer else -1,
             partitions=sorted(f"{t}/{p}" for t, p in member.assignment),
@@ -374,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", default="")
     parser.add_argument("--seed", default="0")
     parser.add_argument("--pause-s", type=float, default=0.02)
+    parser.add_argument("--read-only", action="store_true", help="offsets: fetch only")
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -30,6 +30,7 @@ from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Record
 from kafkacoord.wire import ClientTls
 
+from .lease import NodeLease
 from .replicas import PartitionHandler, ReplicaManager, Transition, deliver
 
 log = structlog.get_logger(__name__)
@@ -52,6 +53,7 @@ class NodeAgent:
         tls: ClientTls | None = None,
         heartbeat_interval_ms: int = 2000,
         request_timeout_s: float = 30.0,
+        lease: NodeLease | None = None,
     ) -> None:
         self.node_id = node_id
         self.incarnation = uuid.uuid4().hex
@@ -71,6 +73,7 @@ class NodeAgent:
         self._client = shared_client(bootstrap, topic_prefix=topic_prefix, tls=tls)
         self._follower: MetadataFollower | None = None
         self._heartbeats: threading.Thread | None = None
+        self.lease = lease or NodeLease()
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -126,6 +129,7 @@ class NodeAgent:
         first = True
         while first or not self._closing.wait(self._heartbeat_s):
             first = False
+            sent = self.lease.now()
             try:
                 reply = self._call(
                     "NodeHeartbeat",
@@ -140,8 +144,15 @@ class NodeAgent:
                     log.debug("heartbeat failed", node_id=self.node_id, error=str(exc))
                 continue
             assert isinstance(reply, api.NodeHeartbeatResponse)
+            self.lease.answered(sent, fenced=reply.fenced,
+                                session_timeout_ms=reply.session_timeout_ms)  # fmt: skip
             self.fenced = reply.fenced
             self.shutting_down = reply.shutting_down
+
+    def leased(self) -> bool:
+        """Whether what this node leads is still its own (see :mod:`.lease`): an answer
+        from memory is current only while this holds."""
+        return self.lease.held()
 
     @staticmethod
     def _try(fn: Callable[[], object]) -> None:

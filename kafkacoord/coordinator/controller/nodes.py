@@ -120,8 +120,9 @@ class NodeManager:
         if not node.fenced:
             self._renew(node.node_id, batch.now_ms)
         reply = NodeHeartbeatResponse(
-            fenced=node.fenced, shutting_down=node.shutting_down, controller_epoch=batch.epoch
-        )
+            fenced=node.fenced, shutting_down=node.shutting_down, controller_epoch=batch.epoch,
+            session_timeout_ms=self.config.node_session_timeout_ms,
+        )  # fmt: skip
         return reply, unfenced
 
     def controlled_shutdown(

@@ -57,6 +57,9 @@ class NodeHeartbeatResponse(Body):
     fenced: bool
     shutting_down: bool
     controller_epoch: int
+    # The session the controller keeps for the node: it fences the node no sooner than this
+    # long after the heartbeat arrived, so the node's lease runs this long from sending it.
+    session_timeout_ms: int = -1
 
 
 class ControlledShutdown(Body):

@@ -39,6 +39,7 @@ from kafkacoord.storage.errors import AppendError, LoadCancelledError, PoisonRec
 from kafkacoord.storage.fold import FoldPolicy
 from kafkacoord.storage.recovery import ShardLoad
 
+from .clock import steady_ms
 from .gc_pause import freeze_long_lived, gc_paused, thaw
 from .observer import HostObserver, NullObserver
 from .processor import ATTACH, WAKE, Processor
@@ -180,7 +181,7 @@ class ShardHost:
         parts: HostParts,
         *,
         unavailable: ErrorCode = ErrorCode.NOT_COORDINATOR,
-        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        clock_ms: Callable[[], int] = steady_ms,
         max_batch: int = 2000,
         max_inflight: int = 4,
         flush_timeout_s: float = 60.0,

@@ -49,6 +49,7 @@ log = structlog.get_logger(__name__)
 # Stops that mean the shard is not this daemon's to serve (a newer leader fenced it), its
 # owner is closing, or the daemon stops on a poison record: no restart.
 _FINAL_STOPS = (WriterFencedError, LoadCancelledError, PoisonRecordError)
+_LAPSED = "this daemon's node lease lapsed (no heartbeat answered within its session)"
 
 
 class GroupService:
@@ -268,6 +269,13 @@ class GroupService:
 
         The active shards' requests go to the processor in one hand-over.
         """
+        agent = self.agent
+        if agent is not None and not agent.leased():
+            # Cut off from the controller past its node session: another daemon may lead
+            # these shards by now, so nothing is answered from this one's memory.
+            for _, request in requests:
+                reject(request, ErrorCode.NOT_COORDINATOR, _LAPSED)
+            return
         ready: list[tuple[ShardHost, object]] = []
         for partition, request in requests:
             host = self.hosts.get(partition)

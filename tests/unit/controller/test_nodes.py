@@ -29,7 +29,10 @@ def test_register_new_node_starts_fenced_until_its_first_heartbeat() -> None:
     )  # fmt: skip
     assert c.shard.image.live_nodes() == set()
     reply = c.heartbeat(1)
-    assert reply == api.NodeHeartbeatResponse(fenced=False, shutting_down=False, controller_epoch=0)
+    # The session it keeps for the node comes back: the node's lease runs that long.
+    assert reply == api.NodeHeartbeatResponse(
+        fenced=False, shutting_down=False, controller_epoch=0, session_timeout_ms=9000
+    )
     assert [v.fenced for v in node_records(c)] == [False]
     assert c.shard.image.live_nodes() == {1}
     c.heartbeat(1)
