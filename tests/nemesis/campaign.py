@@ -128,6 +128,7 @@ class Result:
     ops_unknown: int
     anomalies: dict[str, int]
     recovery_s_max: float
+    recovery_s_by_kind: dict[str, float] = field(default_factory=dict)
     details: list[str] = field(default_factory=list)
 
     def line(self) -> dict[str, Any]:
@@ -135,7 +136,7 @@ class Result:
             "broker": self.broker, "seconds": self.seconds, "seed": self.seed,
             "faults": self.faults, "ops_ok": self.ops_ok, "ops_failed": self.ops_failed,
             "ops_unknown": self.ops_unknown, "anomalies": self.anomalies,
-            "recovery_s_max": self.recovery_s_max,
+            "recovery_s_max": self.recovery_s_max, "recovery_s_by_kind": self.recovery_s_by_kind,
         }  # fmt: skip
 
 
@@ -173,6 +174,7 @@ class Campaign:
         self.probe: subprocess.Popen[str] | None = None
         self.faults: list[Fault] = []
         self.recoveries: list[float] = []
+        self.recovery_by_kind: dict[str, float] = {}
         self.liveness: list[str] = []
         self._files: list[IO[bytes]] = []
         self._strobe: threading.Event | None = None
@@ -414,6 +416,9 @@ class Campaign:
                 time.sleep(step.hold_s)
             answer = self.serve()
             self.recoveries.append(answer["seconds"])
+            self.recovery_by_kind[step.kind] = max(
+                answer["seconds"], self.recovery_by_kind.get(step.kind, 0.0)
+            )
             waiting = f"; still waiting for {answer['waiting']}" if answer["waiting"] else ""
             self.log(f"nemesis: {index:3d} {step.kind} {step.target} healed; serving after "
                      f"{answer['seconds']:.1f}s{waiting}")  # fmt: skip
@@ -442,6 +447,7 @@ class Campaign:
             faults=dict(Counter(f.kind for f in self.faults)),
             ops_ok=checked.ops_ok, ops_failed=checked.ops_failed, ops_unknown=checked.ops_unknown,
             anomalies=anomalies, recovery_s_max=max(self.recoveries, default=0.0),
+            recovery_s_by_kind=dict(sorted(self.recovery_by_kind.items())),
             details=details,
         )  # fmt: skip
 
