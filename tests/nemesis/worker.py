@@ -197,7 +197,13 @@ def run_agent(args: argparse.Namespace, stop: threading.Event) -> None:
             break
         except Exception:  # no controller yet: try again
             stop.wait(1.0)
-    stop.wait()
+    seen = -1
+    while not stop.wait(0.1):
+        # The controller epoch this node heeds: it must never go back.
+        if agent.controller_epoch != seen:
+            seen = agent.controller_epoch
+            recorder.write(Observation("epoch", args.name, now_ns(), key="controller",
+                                       epoch=seen))  # fmt: skip
     agent.close()
     recorder.close()
 

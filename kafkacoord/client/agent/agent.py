@@ -144,10 +144,21 @@ class NodeAgent:
                     log.debug("heartbeat failed", node_id=self.node_id, error=str(exc))
                 continue
             assert isinstance(reply, api.NodeHeartbeatResponse)
-            self.lease.answered(sent, fenced=reply.fenced,
-                                session_timeout_ms=reply.session_timeout_ms)  # fmt: skip
+            if not self.lease.answered(
+                sent, fenced=reply.fenced, session_timeout_ms=reply.session_timeout_ms,
+                controller_epoch=reply.controller_epoch,
+                known_epoch=self._replicas.controller_epoch,
+            ):  # fmt: skip
+                log.info("heartbeat answered by a deposed controller; ignored",
+                         node_id=self.node_id, epoch=reply.controller_epoch)  # fmt: skip
+                continue
             self.fenced = reply.fenced
             self.shutting_down = reply.shutting_down
+
+    @property
+    def controller_epoch(self) -> int:
+        """The newest controller epoch that answered this node's heartbeats."""
+        return self.lease.controller_epoch
 
     def leased(self) -> bool:
         """Whether what this node leads is still its own (see :mod:`.lease`): an answer

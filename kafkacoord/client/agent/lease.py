@@ -18,16 +18,33 @@ class NodeLease:
     def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._monotonic = monotonic
         self._until = 0.0
+        # The newest controller epoch that answered: an older one is a deposed controller.
+        self.controller_epoch = -1
 
     def now(self) -> float:
         return self._monotonic()
 
-    def answered(self, sent: float, *, fenced: bool, session_timeout_ms: int) -> None:
-        """The controller's answer to a heartbeat sent at ``sent`` (from :meth:`now`)."""
+    def answered(
+        self,
+        sent: float,
+        *,
+        fenced: bool,
+        session_timeout_ms: int,
+        controller_epoch: int,
+        known_epoch: int = -1,
+    ) -> bool:
+        """The answer of controller ``controller_epoch`` to a heartbeat sent at ``sent``
+        (from :meth:`now`); ``known_epoch`` is the newest the node has read in the log.
+        False, and nothing changes, when a newer controller is known: a deposed one that
+        has not noticed yet vouches for nothing."""
+        if controller_epoch < max(self.controller_epoch, known_epoch):
+            return False
+        self.controller_epoch = controller_epoch
         if fenced or session_timeout_ms <= 0:
             self._until = 0.0
         else:
             self._until = max(self._until, sent + session_timeout_ms / 1000)
+        return True
 
     def held(self) -> bool:
         return self._monotonic() < self._until
