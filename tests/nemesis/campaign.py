@@ -101,10 +101,11 @@ def schedule(seed: int, count: int, kinds: tuple[str, ...]) -> list[Step]:
         else:
             target = daemon
         detail = ""
+        # libfaketime's offsets need their sign: "41s" would end the daemon.
         if kind == "clock-jump":
-            detail = f"{rng.choice([-1, 1]) * rng.randrange(60, 900)}s"
+            detail = f"{rng.choice([-1, 1]) * rng.randrange(60, 900):+d}s"
         elif kind == "clock-strobe":
-            detail = f"{rng.randrange(5, 120)}s"
+            detail = f"{rng.randrange(5, 120):+d}s"
         steps.append(Step(rng.uniform(1.0, 4.0), kind, target, rng.uniform(3.0, 10.0), detail))
     return steps
 
