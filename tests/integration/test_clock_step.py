@@ -65,6 +65,9 @@ def test_a_wall_clock_step_either_way_fences_no_member(
             for offset in ("+900s", "+0", "-900s", "+0"):  # 15 minutes ahead, back, behind
                 clock.write_text(f"{offset}\n")
                 time.sleep(4)  # a heartbeat of each member, and many timer passes
+            # On the wall clock the first step expired the node's own session at once.
+            expired = [e["event"] for e in daemon.events if "session expired" in e["event"]]
+            assert expired == []
             assert lost == []
             assert [m.generation for m in members] == epochs
             assert all(m.assignment for m in members)
