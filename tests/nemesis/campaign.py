@@ -23,7 +23,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -444,6 +444,8 @@ class Campaign:
         anomalies["liveness"] = len(self.liveness)
         details = [f"{a.kind} {a.key}: {a.message}" for a in checked.anomalies] + self.liveness
         (self.out / "anomalies.txt").write_text("\n".join(details) + "\n")
+        with (self.out / "faults.jsonl").open("w") as windows:
+            windows.writelines(json.dumps(asdict(f)) + "\n" for f in self.faults)
         plot(entries, self.faults, self.out / "timeline.png",
              f"kafkacoord on {self.broker_kind}, seed {self.seed}")  # fmt: skip
         return Result(

@@ -79,16 +79,25 @@ def plot(entries: list[Entry], faults: list[Fault], path: Path, title: str) -> N
     for axis in (top, low):
         for fault in faults:
             axis.axvspan(sec(fault.t0), sec(fault.t1), color=fault_colour[fault.kind], alpha=0.15)
+    # Kinds outnumber distinguishable colours: each window is named where it begins.
+    for fault in faults:
+        top.annotate(
+            f"{fault.kind} {fault.target}", (sec(fault.t0), 1.0),
+            xycoords=("data", "axes fraction"), rotation=90, fontsize=6, va="top",
+            ha="left", xytext=(1, -2), textcoords="offset points",
+        )  # fmt: skip
     fault_handles: list[Any] = [
         Patch(color=fault_colour[k], alpha=0.3, label=f"fault: {k}") for k in kinds
     ]
     outcome_handles: list[Any] = [
         Line2D([], [], color=c, linewidth=4, label=o) for o, c in _OUTCOME_COLOURS.items()
     ]
-    top.legend(handles=outcome_handles + fault_handles, loc="upper right", fontsize=7)
+    # Legends outside the panels, so they hide no call.
+    top.legend(handles=outcome_handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     low_handles, _ = low.get_legend_handles_labels()
     if low_handles or fault_handles:
-        low.legend(handles=list(low_handles) + fault_handles, loc="upper right", fontsize=7)
+        low.legend(handles=list(low_handles) + fault_handles, loc="upper left",
+                   bbox_to_anchor=(1.0, 1.0), fontsize=7)  # fmt: skip
 
     end = max([sec(e.t0) for e in entries] + [sec(op.t1) for op in ops], default=0.0)
     end = max([end] + [sec(f.t1) for f in faults])
