@@ -17,7 +17,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from kafkacoord.client.group_member import GroupMember
 from kafkacoord.storage.clients import admin_client
-from tests.nemesis.campaign import faketime_library
+from tests.nemesis.campaign import faketime_env
 
 from .cluster import fast_daemon_env, start_daemon, wait_until
 
@@ -32,12 +32,7 @@ def test_a_wall_clock_step_either_way_fences_no_member(
     clock = tmp_path / "clock"
     clock.write_text("+0\n")
     env = fast_daemon_env(bootstrap, prefix, SHARDS)
-    env.update({
-        "LD_PRELOAD": str(faketime_library()),
-        "FAKETIME_TIMESTAMP_FILE": str(clock),
-        "FAKETIME_NO_CACHE": "1",
-        "FAKETIME_DONT_FAKE_MONOTONIC": "1",  # an NTP step moves only the wall clock
-    })  # fmt: skip
+    env.update(faketime_env(clock))
     daemon = start_daemon(env, tmp_path, 1)
     try:
         daemon.wait_for("group shards active", timeout_s=90)

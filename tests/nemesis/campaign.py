@@ -31,7 +31,7 @@ from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.kafka_broker import KafkaBroker
 from tests.integration.cluster import DaemonProcess, fast_daemon_env
 
-from .checker import ANOMALY_KINDS, check
+from .checker import check
 from .history import Fault, now_ns, read_history
 from .netlab import Host, NetLab
 from .timeline import plot
@@ -121,6 +121,17 @@ def faketime_library() -> Path:
     return base / "vendor" / "libfaketime" / "src" / "libfaketime.so.1"
 
 
+def faketime_env(clock: Path) -> dict[str, str]:
+    """A process's environment for a wall clock offset by what ``clock`` holds ("+5s")."""
+    return {
+        "LD_PRELOAD": str(faketime_library()),
+        "FAKETIME_TIMESTAMP_FILE": str(clock),
+        "FAKETIME_NO_CACHE": "1",
+        # Only the wall clock moves, as an NTP step would move it.
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+
+
 @dataclass
 class Result:
     broker: str
@@ -172,7 +183,6 @@ class Campaign:
         self.broker: EmbeddedBroker | KafkaBroker | None = None
         self.daemons: dict[str, DaemonProcess] = {}
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
-        self.worker_hosts: dict[str, str] = {}
         # Every daemon process started, restarts included: their logs are kept at the end.
         self.daemon_runs: list[tuple[str, DaemonProcess]] = []
         self.probe: subprocess.Popen[str] | None = None
@@ -244,13 +254,7 @@ class Campaign:
         if any(kind.startswith("clock") for kind in self.kinds):
             clock = self._clock_file(name)
             clock.write_text("+0\n")
-            # Only the wall clock moves, as an NTP step would move it.
-            env.update({
-                "LD_PRELOAD": str(faketime_library()),
-                "FAKETIME_TIMESTAMP_FILE": str(clock),
-                "FAKETIME_NO_CACHE": "1",
-                "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-            })  # fmt: skip
+            env.update(faketime_env(clock))
         with self.lab.inside(host):
             self.daemons[name] = DaemonProcess(env, module=self.daemon_module)
         self.daemon_runs.append((name, self.daemons[name]))
@@ -274,7 +278,6 @@ class Campaign:
                 self._worker_argv(role, name, *extra), cwd=ROOT, stdout=log, stderr=log,
                 stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)},
             )  # fmt: skip
-        self.worker_hosts[name] = host
 
     def ok_ops(self, name: str) -> int:
         path = self.out / "history" / f"{name}.jsonl"
@@ -493,6 +496,3 @@ class Campaign:
         for run, (name, daemon) in enumerate(self.daemon_runs):
             with (self.out / "logs" / f"{name}-{run}.jsonl").open("w") as events:
                 events.writelines(json.dumps(event) + "\n" for event in daemon.events)
-
-
-ANOMALY_NAMES = (*ANOMALY_KINDS, "liveness")

@@ -53,7 +53,6 @@ class NodeAgent:
         tls: ClientTls | None = None,
         heartbeat_interval_ms: int = 2000,
         request_timeout_s: float = 30.0,
-        lease: NodeLease | None = None,
     ) -> None:
         self.node_id = node_id
         self.incarnation = uuid.uuid4().hex
@@ -73,7 +72,7 @@ class NodeAgent:
         self._client = shared_client(bootstrap, topic_prefix=topic_prefix, tls=tls)
         self._follower: MetadataFollower | None = None
         self._heartbeats: threading.Thread | None = None
-        self.lease = lease or NodeLease()
+        self.lease = NodeLease()
 
     # -- lifecycle ---------------------------------------------------------------
 
