@@ -27,6 +27,9 @@ BEGINNING = OFFSET_BEGINNING
 # metadata log (its timeout and the broker's abort sweep), so a restart after a kill -9
 # outwaits it instead of giving up.
 STALL_TIMEOUT_S = CONTROLLER_TRANSACTION_TIMEOUT_MS / 1000 + 30
+# How long a read may see neither records nor the end of the log before its consumer
+# counts as wedged: a new one (new connections, a new fetch state) reads on.
+REFETCH_AFTER_S = 10.0
 
 
 class LogBehindCheckpointError(StorageError):
@@ -37,6 +40,16 @@ class LogBehindCheckpointError(StorageError):
         super().__init__(f"log is behind the checkpoint for {detail}")
         self.topic = topic
         self.partitions = dict(partitions)
+
+
+class ReadStalledError(StorageError):
+    """A read saw neither records nor the end of the log for a while."""
+
+    def __init__(self, topic: str, positions: Mapping[int, tuple[int, int]]) -> None:
+        detail = "; ".join(f"{p}: at {at}, log end {end}" for p, (at, end) in positions.items())
+        super().__init__(f"no records and no end-of-log from {topic} ({detail})")
+        self.topic = topic
+        self.positions = dict(positions)
 
 
 @dataclass(slots=True)
@@ -74,11 +87,13 @@ class PartitionReader:
         *,
         chunk_records: int = 200_000,
         stall_timeout_s: float = STALL_TIMEOUT_S,
+        refetch_after_s: float = REFETCH_AFTER_S,
     ) -> None:
         self._consumer = consumer
         self.topic = topic
         self._chunk_records = chunk_records
         self._stall_timeout_s = stall_timeout_s
+        self._refetch_after_s = refetch_after_s
         self._progress = {p: _Progress(o, o) for p, o in starts.items()}
 
     def chunks(self) -> Iterator[Chunk]:
@@ -160,9 +175,25 @@ class PartitionReader:
                 behind[partition] = high
         if behind:
             raise LogBehindCheckpointError(self.topic, behind)
-        if time.monotonic() - last_activity > self._stall_timeout_s:
-            waiting = sorted(p for p, s in self._progress.items() if not s.done)
+        silent_s = time.monotonic() - last_activity
+        if silent_s < min(self._refetch_after_s, self._stall_timeout_s):
+            return
+        positions = self._positions()
+        if silent_s > self._stall_timeout_s:
+            shown = "; ".join(f"{p}: at {at}, log end {end}" for p, (at, end) in positions.items())
             raise BrokerUnavailableError(
-                f"no data or end-of-log from {self.topic} partitions {waiting} "
-                f"for {self._stall_timeout_s}s; is the broker up?"
+                f"no data or end-of-log from {self.topic} partitions {sorted(positions)} "
+                f"for {self._stall_timeout_s}s ({shown}); is the broker up?"
             )
+        raise ReadStalledError(self.topic, positions)
+
+    def _positions(self) -> dict[int, tuple[int, int]]:
+        """Where each unfinished read stands, and the log end the broker last reported
+        for it in a fetch response (-1: none yet)."""
+        positions = {}
+        for partition, state in self._progress.items():
+            if state.done:
+                continue
+            at = cast(int, state.pending[-1].offset()) + 1 if state.pending else state.next_offset
+            positions[partition] = (max(at, 0), max(self._watermark(partition), -1))
+        return positions

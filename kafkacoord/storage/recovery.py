@@ -21,10 +21,17 @@ from kafkacoord.codecs.models import AvroModel, ControllerKey, ControllerValue, 
 from kafkacoord.codecs.records import RecordType, encode_key
 
 from .cache import ShardId, StateCache
-from .errors import LoadCancelledError, TopicIdentityChangedError
+from .errors import BrokerUnavailableError, LoadCancelledError, TopicIdentityChangedError
 from .fencing import marker_epoch
 from .fold import ChunkFolder, FoldPolicy, FoldStats
-from .reader import BEGINNING, LogBehindCheckpointError, PartitionReader
+from .reader import (
+    BEGINNING,
+    REFETCH_AFTER_S,
+    STALL_TIMEOUT_S,
+    LogBehindCheckpointError,
+    PartitionReader,
+    ReadStalledError,
+)
 from .topics import KAFKA_DELETE_RETENTION_MS
 
 log = structlog.get_logger(__name__)
@@ -64,6 +71,27 @@ class ShardTail:
     folder: ChunkFolder
 
 
+class _Wedged:
+    """Bounds reading again after stalls: a new consumer that gets no further either, for
+    as long as the reader's own stall timeout, means the broker is not serving."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self._timeout_s = timeout_s
+        self._since: float | None = None
+        self._positions: dict[int, int] = {}
+
+    def check(self, stalled: ReadStalledError) -> None:
+        now = time.monotonic()
+        positions = {p: at for p, (at, _) in stalled.positions.items()}
+        moved = any(at > self._positions.get(p, -1) for p, at in positions.items())
+        if self._since is None or moved:
+            self._since, self._positions = now, positions
+        elif now - self._since > self._timeout_s:
+            raise BrokerUnavailableError(
+                f"{stalled}, and new consumers got no further for {self._timeout_s}s"
+            ) from stalled
+
+
 def _add_phases(phases: dict[str, float], **seconds: float) -> None:
     for name, value in seconds.items():
         phases[name] = phases.get(name, 0.0) + value
@@ -85,6 +113,8 @@ class ShardRecovery:
         progress_interval_s: float = 2.0,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         identity_probe: Callable[[], str | None] | None = None,
+        refetch_after_s: float = REFETCH_AFTER_S,
+        stall_timeout_s: float = STALL_TIMEOUT_S,
     ) -> None:
         self._cache = cache
         # The topic's id as the broker reports it now (None: gone); checked around each load.
@@ -97,6 +127,8 @@ class ShardRecovery:
         self._chunk_records = chunk_records
         self._progress_interval_s = progress_interval_s
         self._clock_ms = clock_ms
+        self._refetch_after_s = refetch_after_s
+        self._stall_timeout_s = stall_timeout_s
 
     def recover(self, partitions: Iterable[int], identity: str) -> dict[int, ShardLoad]:
         """Replay ``partitions`` up to their high watermarks; ``identity`` is the topic id."""
@@ -149,12 +181,25 @@ class ShardRecovery:
         """Read ``loads`` to their high watermarks, continuing ``folders`` (and adding the
         missing ones). A shard whose log is behind its checkpoint starts over."""
         consumer = self._consumer_factory()
+        wedged = _Wedged(self._stall_timeout_s)
         try:
             pending = self._without_empty(consumer, loads, identity)
             while pending:
                 try:
                     self._replay(consumer, pending, identity, folders, cancel)
                     pending = {}
+                except ReadStalledError as stalled:
+                    # Seen on tansu under faults: one consumer gets no records at a
+                    # position the broker has reported records past, while a new one
+                    # reads on. What was read and not yet folded is read again.
+                    if cancel is not None and cancel():
+                        raise LoadCancelledError(f"load of {self.topic} cancelled") from stalled
+                    wedged.check(stalled)
+                    log.warning("read stalled behind the log end; reading on a new consumer",
+                                topic=self.topic, error=str(stalled))  # fmt: skip
+                    consumer.close()
+                    consumer = self._consumer_factory()
+                    pending = {p: ld for p, ld in loads.items() if ld.high_watermark is None}
                 except LogBehindCheckpointError as behind:
                     # Only the partitions named restart, from the log start.
                     for partition, high in behind.partitions.items():
@@ -268,6 +313,8 @@ class ShardRecovery:
             self.topic,
             {p: load.resume_offset for p, load in loads.items()},
             chunk_records=self._chunk_records,
+            refetch_after_s=self._refetch_after_s,
+            stall_timeout_s=self._stall_timeout_s,
         )
         started = time.monotonic()
         next_report = started + self._progress_interval_s

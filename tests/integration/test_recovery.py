@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from kafkacoord.codecs import RecordType, decode_record, encode_key, encode_value
@@ -20,7 +21,7 @@ from kafkacoord.codecs.models import (
 )
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import admin_client, replay_consumer
-from kafkacoord.storage.errors import LoadCancelledError, PoisonRecordError
+from kafkacoord.storage.errors import BrokerUnavailableError, LoadCancelledError, PoisonRecordError
 from kafkacoord.storage.fold import metadata_policy, offsets_policy
 from kafkacoord.storage.reader import BEGINNING
 from kafkacoord.storage.recovery import ShardRecovery
@@ -393,3 +394,49 @@ def test_a_rebuild_of_one_shard_keeps_the_others_decoded_state(env: Env) -> None
         cached = {k: decode_record(k, v) for k, v in env.cache.shard(load.shard).items()}
         assert load.decoded == cached
     env.assert_matches_log()
+
+
+def test_a_load_whose_consumer_goes_silent_reads_on_with_a_new_one(env: Env) -> None:
+    """A consumer that gets neither records nor the end of the log (here: its fetches
+    wait for more bytes than the log holds) is replaced; the load then finishes."""
+    records = workload(seed=11, count=300, keys=20)
+    append_all(env.bootstrap, env.topics.offsets, records)
+    made: list[str] = []
+
+    def consumer() -> Consumer:
+        silent = not made
+        made.append("silent" if silent else "plain")
+        waits = {"fetch.min.bytes": 100_000_000, "fetch.wait.max.ms": 300_000}
+        return replay_consumer(env.bootstrap, "test-loader", **{
+            "auto.offset.reset": "error", **(waits if silent else {}),
+        })  # fmt: skip
+
+    recovery = ShardRecovery(
+        env.cache, consumer, env.topics.offsets, offsets_policy(RETENTION_MS), refetch_after_s=1.0
+    )
+    loads = recovery.recover(range(PARTITIONS), env.identity())
+
+    assert made == ["silent", "plain"]
+    assert all(load.high_watermark is not None for load in loads.values())
+    env.assert_matches_log()
+
+
+def test_a_read_that_no_consumer_gets_further_gives_up(env: Env) -> None:
+    append_all(env.bootstrap, env.topics.offsets, workload(seed=12, count=50, keys=5))
+    made = 0
+
+    def consumer() -> Consumer:
+        nonlocal made
+        made += 1
+        return replay_consumer(env.bootstrap, "test-loader", **{
+            "auto.offset.reset": "error", "fetch.min.bytes": 100_000_000,
+            "fetch.wait.max.ms": 300_000,
+        })  # fmt: skip
+
+    recovery = ShardRecovery(
+        env.cache, consumer, env.topics.offsets, offsets_policy(RETENTION_MS),
+        refetch_after_s=0.5, stall_timeout_s=2.0,
+    )  # fmt: skip
+    with pytest.raises(BrokerUnavailableError, match="new consumers got no further"):
+        recovery.recover(range(PARTITIONS), env.identity())
+    assert made >= 3  # it tried new consumers before giving up
