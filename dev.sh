@@ -2,7 +2,8 @@
 # kafkacoord's two entry points:
 #   ./dev.sh daemon [ARGS]   set up .venv, then run the daemon (embedded broker unless
 #                            KAFKACOORD_BOOTSTRAP is set)
-#   ./dev.sh test [PYTEST ARGS]  set up .venv, then lint, type-check and run every test
+#   ./dev.sh test [PYTEST ARGS]  set up .venv, then lint, type-check, check the import
+#                                layers (lint-imports) and run every test
 #   ./dev.sh kafka [ARGS]    set up .venv, then run one Apache Kafka broker in the foreground
 #                            (data in var/kafka, bootstrap written to var/kafka/bootstrap)
 #                            for tests and benches to share: KAFKACOORD_KAFKA_BOOTSTRAP=...
@@ -42,6 +43,7 @@ case $cmd in
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .
     .venv/bin/mypy
+    .venv/bin/lint-imports
     set +e
     .venv/bin/pytest "$@"
     rc=$?

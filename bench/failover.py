@@ -60,8 +60,8 @@ from kafkacoord.codecs import encode_record
 from kafkacoord.codecs.models import PartitionKey
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
-from kafkacoord.coordinator.runtime.gc_pause import gc_paused
 from kafkacoord.coordinator.runtime.shard import Request
+from kafkacoord.gc_pause import gc_paused
 from kafkacoord.server.services.controller import ControllerService
 from kafkacoord.server.services.dispatch import RequestDispatcher, reject
 from kafkacoord.server.services.factory import controller_service

@@ -49,11 +49,11 @@ from kafkacoord.coordinator.protocol import APIS_BY_KEY, decode_request
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.coordinator.protocol.apis import encode_body
 from kafkacoord.coordinator.runtime import processor as processor_module
-from kafkacoord.coordinator.runtime.gc_pause import raise_young_threshold
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.processor import TurnReplies, group_commits, run_turn
 from kafkacoord.coordinator.runtime.shard import RawRecord
 from kafkacoord.coordinator.runtime.writer import Delivered
+from kafkacoord.gc_pause import raise_young_threshold
 from kafkacoord.server.ops.observer import PrometheusObserver
 from kafkacoord.server.services.dispatch import RequestDispatcher
 from kafkacoord.storage.cache import CacheBatch, ShardId, StateCache

@@ -28,7 +28,7 @@ from typing import Any
 
 from benchlib import BROKERS, broker_for, cpu_seconds, log, start_daemon
 
-from kafkacoord.client import GroupMember
+from kafkacoord.client import ClassicProtocolMember
 from kafkacoord.logs import configure as configure_logs
 from kafkacoord.server.settings import Settings
 from kafkacoord.storage.clients import admin_client
@@ -39,8 +39,8 @@ TOPIC_PARTITIONS = 64
 READY_TIMEOUT_S = 300
 
 
-class TimedMember(GroupMember):
-    """A GroupMember that records how long each heartbeat took."""
+class TimedMember(ClassicProtocolMember):
+    """A classic-protocol member that records how long each heartbeat took."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -33,7 +33,7 @@ from typing import Any
 from benchlib import BROKERS, broker_for, log, start_daemon
 from confluent_kafka.admin import NewTopic
 
-from kafkacoord.client import GroupAdmin, GroupMember
+from kafkacoord.client import ClassicProtocolMember, ConsumerProtocolMember, GroupAdmin, GroupMember
 from kafkacoord.logs import configure as configure_logs
 from kafkacoord.server.settings import Settings
 from kafkacoord.storage.clients import admin_client
@@ -100,9 +100,9 @@ def _member(bootstrap: str, group: str, protocol: str, holdings: Holdings, name:
             **extra: Any) -> GroupMember:  # fmt: skip
     common: dict[str, Any] = {"offsets_partitions": SHARDS, **holdings.callbacks(name), **extra}
     if protocol == "consumer":
-        return GroupMember(bootstrap, group, [TOPIC], protocol="consumer", **common)
+        return ConsumerProtocolMember(bootstrap, group, [TOPIC], **common)
     assignor = "range" if protocol == "eager" else "cooperative-sticky"
-    return GroupMember(
+    return ClassicProtocolMember(
         bootstrap, group, [TOPIC], assignors=[assignor], heartbeat_interval_ms=3_000,
         session_timeout_ms=10_000, **common,
     )  # fmt: skip

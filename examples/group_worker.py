@@ -16,7 +16,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkacoord.client import GroupMember
+from kafkacoord.client import group_member
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -61,9 +61,9 @@ def main() -> None:
             consumer.incremental_unassign([TopicPartition(t, p) for t, p in partitions])
         print("revoked", sorted(partitions), flush=True)
 
-    member = GroupMember(bootstrap, args.group, [args.topic], assignors=["cooperative-sticky"],
-                         on_assigned=assigned, on_revoked=revoked,
-                         topic_prefix=args.topic_prefix)  # fmt: skip
+    member = group_member(bootstrap, args.group, [args.topic], assignors=["cooperative-sticky"],
+                          on_assigned=assigned, on_revoked=revoked,
+                          topic_prefix=args.topic_prefix)  # fmt: skip
     member.start()
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -14,8 +14,8 @@ from confluent_kafka import Consumer, TopicPartition
 from kafkacoord.cli.common import BootstrapOption, ConfigOption, fail, resolve_settings
 from kafkacoord.cli.render import table
 from kafkacoord.client import GroupAdmin
+from kafkacoord.client.classic_member import broker_partition_counts
 from kafkacoord.client.errors import RequestError
-from kafkacoord.client.group_member import broker_partition_counts
 from kafkacoord.client.offset_reset import ResetMode, clamp, reset_plan
 from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
 from kafkacoord.coordinator.protocol import ErrorCode

@@ -12,8 +12,8 @@ from kafkacoord.cli.common import BootstrapOption, ConfigOption, fail, resolve_s
 from kafkacoord.cli.render import table
 from kafkacoord.client import GroupAdmin
 from kafkacoord.client.admin import read_metadata
+from kafkacoord.client.admin.summary import TP, cluster_summary, group_lag
 from kafkacoord.client.errors import RequestError
-from kafkacoord.server.ops.summary import TP, cluster_summary, group_lag
 from kafkacoord.server.settings import Settings
 from kafkacoord.storage.errors import StorageError
 from kafkacoord.storage.watermarks import log_end_offsets

@@ -1,7 +1,7 @@
 """A group member speaking Kafka 4's consumer protocol (KIP-848) to kafkacoord.
 
-    member = GroupMember(bootstrap, "billing", ["orders"], protocol="consumer",
-                         on_assigned=start_work, on_revoked=stop_work)
+    member = ConsumerProtocolMember(bootstrap, "billing", ["orders"],
+                                    on_assigned=start_work, on_revoked=stop_work)
 
 The coordinator computes the assignment. The member only heartbeats: each response
 may carry its new assignment. It revokes what is gone (``on_revoked``), takes what is new
@@ -48,7 +48,7 @@ _ACK_DELAY_S = 0.02
 
 
 class ConsumerProtocolMember(GroupMember):
-    """:class:`GroupMember` over ConsumerGroupHeartbeat; the same callbacks and commits."""
+    """A :class:`GroupMember` over ConsumerGroupHeartbeat; the coordinator assigns."""
 
     def __init__(
         self,
@@ -60,11 +60,10 @@ class ConsumerProtocolMember(GroupMember):
         topic_regex: str | None = None,
         rack_id: str | None = None,
         hints: bool = True,
-        **kwargs: Any,
+        **options: Any,
     ) -> None:
-        kwargs.pop("protocol", None)
-        kwargs.setdefault("partition_counts", lambda topics: {})  # the coordinator assigns
-        super().__init__(bootstrap, group_id, topics, **kwargs)
+        """``options``: the ones every :class:`GroupMember` takes."""
+        super().__init__(bootstrap, group_id, topics, **options)
         self.member_id = str(uuid.uuid4())
         self.generation = 0  # the member epoch
         self.protocol = "consumer"

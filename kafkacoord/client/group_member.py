@@ -1,43 +1,31 @@
-"""A consumer-group member speaking Kafka's classic protocol to kafkacoord.
+"""What every consumer-group member shares, whichever protocol it speaks.
 
-    member = GroupMember(bootstrap, "billing", ["orders"], assignors=["cooperative-sticky"],
-                         on_assigned=start_work, on_revoked=stop_work)
+    member = group_member(bootstrap, "billing", ["orders"], assignors=["cooperative-sticky"],
+                          on_assigned=start_work, on_revoked=stop_work)
     member.start().wait_assigned(60)
     member.commit({("orders", 3): 1200})
     member.close()                      # leaves the group (dynamic members)
 
-The member's thread joins, runs the assignor when it is the leader, syncs, then
-heartbeats. Callbacks run on that thread. With an eager protocol every owned
-partition is revoked before rejoining; with cooperative-sticky only the
-partitions the new assignment takes away are revoked, followed by one more
-rebalance (KIP-429).
+:func:`~kafkacoord.client.members.group_member` builds one for a protocol: a
+:class:`~kafkacoord.client.classic_member.ClassicProtocolMember` (Kafka's classic
+protocol, the default) or a :class:`~kafkacoord.client.consumer_member.ConsumerProtocolMember`
+(Kafka 4's consumer protocol, KIP-848). Either runs on a thread of its own and calls back
+on it; commits, offset reads and closing are the same for both.
 """
 
 from __future__ import annotations
 
-import random
-import socket
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import structlog
-from confluent_kafka.admin import AdminClient
 
-from kafkacoord.coordinator.groups.assignors.common import RebalanceProtocol, TopicPartition
-from kafkacoord.coordinator.groups.assignors.registry import Assignor, get_assignor
-from kafkacoord.coordinator.groups.consumer_protocol import (
-    Assignment,
-    Subscription,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-)
+from kafkacoord.coordinator.groups.assignors.common import TopicPartition
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.coordinator.protocol.base import Empty
 from kafkacoord.wire import ClientTls
 
 from .base import GroupChannel
@@ -45,16 +33,15 @@ from .errors import RequestError
 
 log = structlog.get_logger(__name__)
 
-Callback = Callable[[frozenset[TopicPartition]], None]
-PartitionCounts = Callable[[Collection[str]], Mapping[str, int]]
+__all__ = ["Callback", "CommitFailedError", "GroupMember"]
 
-_RESET_MEMBER = {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION}
-_FATAL = {
-    ErrorCode.FENCED_INSTANCE_ID,
-    ErrorCode.INVALID_SESSION_TIMEOUT,
-    ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-    ErrorCode.GROUP_MAX_SIZE_REACHED,
-    ErrorCode.INVALID_GROUP_ID,
+Callback = Callable[[frozenset[TopicPartition]], None]
+
+# A commit that fails with one of these means the membership moved on: rejoin.
+_REJOIN_ON_COMMIT = {
+    ErrorCode.UNKNOWN_MEMBER_ID,
+    ErrorCode.ILLEGAL_GENERATION,
+    ErrorCode.REBALANCE_IN_PROGRESS,
 }
 
 
@@ -65,33 +52,12 @@ class CommitFailedError(Exception):
         self.errors = dict(errors)
 
 
-def broker_partition_counts(bootstrap: str) -> PartitionCounts:
-    """Partition counts of Kafka topics, from the broker's metadata."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-
-    def counts(topics: Collection[str]) -> dict[str, int]:
-        metadata = admin.list_topics(timeout=10)
-        return {t: len(metadata.topics[t].partitions) for t in topics if t in metadata.topics}
-
-    return counts
-
-
-class GroupMember:
+class GroupMember(ABC):
     """One member of a consumer group, with its own thread (see the module docstring).
 
-    ``protocol="consumer"`` speaks Kafka 4's consumer protocol (KIP-848) instead: see
-    :class:`~kafkacoord.client.consumer_member.ConsumerProtocolMember`, which takes
-    ``server_assignor``, ``topic_regex`` and ``rack_id`` as well.
+    A protocol fills in the member's thread (:meth:`_run`), what a commit that finds the
+    membership moved on does (:meth:`_request_rejoin`) and how it leaves (:meth:`_leave`).
     """
-
-    def __new__(cls, *args: Any, protocol: str = "classic", **kwargs: Any) -> GroupMember:
-        if protocol not in ("classic", "consumer"):
-            raise ValueError(f"protocol must be 'classic' or 'consumer', not {protocol!r}")
-        if cls is GroupMember and protocol == "consumer":
-            from .consumer_member import ConsumerProtocolMember
-
-            return super().__new__(ConsumerProtocolMember)
-        return super().__new__(cls)
 
     def __init__(
         self,
@@ -99,20 +65,16 @@ class GroupMember:
         group_id: str,
         topics: Sequence[str],
         *,
-        assignors: Sequence[str] = ("range",),
         on_assigned: Callback | None = None,
         on_revoked: Callback | None = None,
         on_lost: Callback | None = None,
         group_instance_id: str | None = None,
-        session_timeout_ms: int = 10_000,
         rebalance_timeout_ms: int = 60_000,
         heartbeat_interval_ms: int = 1_000,
         client_id: str = "kafkacoord-member",
-        partition_counts: PartitionCounts | None = None,
         topic_prefix: str = "__kc_",
         offsets_partitions: int = 50,
         tls: ClientTls | None = None,
-        protocol: str = "classic",
     ) -> None:
         self.group_id = group_id
         self.topics = tuple(topics)
@@ -123,18 +85,12 @@ class GroupMember:
         self.assignment: frozenset[TopicPartition] = frozenset()
         self.rebalances = 0
         self.error: RequestError | None = None
-        self._assignors: list[Assignor] = [get_assignor(name) for name in assignors]
-        self._cooperative = all(
-            RebalanceProtocol.COOPERATIVE in a.supported_protocols for a in self._assignors
-        )
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
         self._on_lost = on_lost
-        self._session_timeout_ms = session_timeout_ms
         self._rebalance_timeout_ms = rebalance_timeout_ms
         self._heartbeat_s = heartbeat_interval_ms / 1000
         self._client_id = client_id
-        self._counts = partition_counts or broker_partition_counts(bootstrap)
         self._channel = GroupChannel(
             bootstrap, topic_prefix=topic_prefix, offsets_partitions=offsets_partitions,
             tls=tls,
@@ -143,7 +99,6 @@ class GroupMember:
         self._stable = threading.Event()
         self._closing = threading.Event()
         self._wake = threading.Event()
-        self._rejoin = True
         self._thread = threading.Thread(target=self._run, name=f"member-{group_id}", daemon=True)
 
     # -- public API ----------------------------------------------------------------------
@@ -173,8 +128,7 @@ class GroupMember:
         errors = {(t.name, p.partition): p.error for t in reply.topics for p in t.partitions
                   if p.error is not ErrorCode.NONE}  # fmt: skip
         if errors:
-            if any(e in _RESET_MEMBER or e is ErrorCode.REBALANCE_IN_PROGRESS
-                   for e in errors.values()):  # fmt: skip
+            if any(e in _REJOIN_ON_COMMIT for e in errors.values()):
                 self._request_rejoin()
             raise CommitFailedError(errors)
 
@@ -213,172 +167,21 @@ class GroupMember:
                 log.info("leave group failed", group=self.group_id, error=str(exc))
         self._channel.close()
 
-    def _leave(self, timeout_s: float) -> None:
-        """LeaveGroup, for a dynamic member that joined (a static one lets its session run)."""
-        if not self.member_id or self.group_instance_id is not None:
-            return
-        identity = g.MemberIdentity(member_id=self.member_id, reason="the consumer is closing")
-        self._channel.call(self.shard, g.LeaveGroup(group_id=self.group_id, members=[identity]),
-                           g.LeaveGroupResponse, timeout_s=timeout_s)  # fmt: skip
+    # -- what each protocol does -------------------------------------------------------------
 
-    # -- the member's thread ---------------------------------------------------------------
-
-    def _request_rejoin(self) -> None:
-        self._rejoin = True
-        self._stable.clear()
-        self._wake.set()
-
+    @abstractmethod
     def _run(self) -> None:
-        while not self._closing.is_set():
-            try:
-                if self._rejoin:
-                    self._join_and_sync()
-                else:
-                    # Up to 20% early: members that joined together (a whole group after a
-                    # rebalance, a fleet after a failover) drift apart instead of
-                    # heartbeating in bursts. Early never risks the session timeout.
-                    self._wake.wait(self._heartbeat_s * random.uniform(0.8, 1.0))
-                    self._wake.clear()
-                    if not self._rejoin and not self._closing.is_set():
-                        self._heartbeat()
-            except RequestError as exc:
-                if exc.code in _FATAL:
-                    log.error("member stopped", group=self.group_id, error=str(exc))
-                    self.error = exc
-                    self._stable.set()
-                    return
-                log.info("group request failed; retrying", group=self.group_id, error=str(exc))
-                self._closing.wait(0.2)
+        """The member's thread: join, then keep the membership until closing."""
 
-    def _heartbeat(self) -> None:
-        body = g.Heartbeat(
-            group_id=self.group_id,
-            generation_id=self.generation,
-            member_id=self.member_id,
-            group_instance_id=self.group_instance_id,
-        )
-        try:
-            self._channel.call(self.shard, body, Empty, timeout_s=max(self._heartbeat_s * 3, 3))
-        except RequestError as exc:
-            if exc.code is ErrorCode.REBALANCE_IN_PROGRESS:
-                self._request_rejoin()
-            elif exc.code in _RESET_MEMBER:
-                self._lose()
-            else:
-                raise
+    @abstractmethod
+    def _request_rejoin(self) -> None:
+        """A commit found the membership moved on: bring it up to date soon."""
 
-    def _lose(self) -> None:
-        """Our membership is gone: the partitions are lost, not revoked (KIP-429)."""
-        if self.assignment:
-            self._callback(self._on_lost or self._on_revoked, self.assignment)
-        self.assignment = frozenset()
-        if self.group_instance_id is None:
-            self.member_id = ""
-        self.generation = -1
-        self._request_rejoin()
+    @abstractmethod
+    def _leave(self, timeout_s: float) -> None:
+        """Leave the group as the member closes (within ``timeout_s``)."""
 
-    def _join_and_sync(self) -> None:
-        self._stable.clear()
-        if not self._cooperative and self.assignment:
-            self._callback(self._on_revoked, self.assignment)
-            self.assignment = frozenset()
-        joined = self._join()
-        if joined is None:
-            return
-        assignment = self._sync(joined)
-        if assignment is None:
-            return
-        self.rebalances += 1
-        owned = self.assignment
-        revoked, added = owned - assignment, assignment - owned
-        if revoked:
-            self._callback(self._on_revoked, revoked)
-        self.assignment = assignment
-        if added or not self._cooperative:
-            self._callback(self._on_assigned, added if self._cooperative else assignment)
-        # Cooperative: partitions given up must be reassigned by one more rebalance.
-        self._rejoin = self._cooperative and bool(revoked)
-        if not self._rejoin:
-            self._stable.set()
-        log.info("member assigned", group=self.group_id, member=self.member_id,
-                 generation=self.generation, partitions=len(assignment))  # fmt: skip
-
-    def _join(self) -> g.JoinGroupResponse | None:
-        owned = sorted(self.assignment)
-        protocols = [
-            g.JoinProtocol(name=a.name, metadata=encode_subscription(Subscription(
-                self.topics, owned_partitions=tuple(owned), generation_id=self.generation)))
-            for a in self._assignors
-        ]  # fmt: skip
-        body = g.JoinGroup(
-            group_id=self.group_id, session_timeout_ms=self._session_timeout_ms,
-            rebalance_timeout_ms=self._rebalance_timeout_ms, member_id=self.member_id,
-            group_instance_id=self.group_instance_id, protocol_type="consumer",
-            protocols=protocols, client_id=self._client_id, client_host=socket.gethostname(),
-        )  # fmt: skip
-        wait_s = self._rebalance_timeout_ms / 1000 + 10
-        try:
-            return self._channel.call(self.shard, body, g.JoinGroupResponse,
-                                      timeout_s=wait_s * 2, attempt_timeout_s=wait_s)  # fmt: skip
-        except RequestError as exc:
-            if exc.code is ErrorCode.MEMBER_ID_REQUIRED:
-                given = exc.response(g.JoinGroupResponse)
-                if given is not None:
-                    self.member_id = given.member_id
-                return None  # join again at once, with the id (KIP-394)
-            if exc.code in _RESET_MEMBER:
-                self._lose()
-                return None
-            raise
-
-    def _sync(self, joined: g.JoinGroupResponse) -> frozenset[TopicPartition] | None:
-        self.member_id = joined.member_id
-        self.generation = joined.generation_id
-        self.protocol = joined.protocol_name
-        assignments: list[g.SyncAssignment] = []
-        if joined.leader == joined.member_id and not joined.skip_assignment:
-            assignments = self._assign(joined)
-        body = g.SyncGroup(
-            group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
-            group_instance_id=self.group_instance_id, protocol_type="consumer",
-            protocol_name=self.protocol, assignments=assignments,
-        )  # fmt: skip
-        try:
-            synced = self._channel.call(
-                self.shard, body, g.SyncGroupResponse,
-                attempt_timeout_s=self._rebalance_timeout_ms / 1000 + 10,
-            )  # fmt: skip
-        except RequestError as exc:
-            if exc.code is ErrorCode.REBALANCE_IN_PROGRESS:
-                return None
-            if exc.code in _RESET_MEMBER:
-                self._lose()
-                return None
-            raise
-        if not synced.assignment:
-            return frozenset()
-        return frozenset(decode_assignment(synced.assignment).partitions)
-
-    def _assign(self, joined: g.JoinGroupResponse) -> list[g.SyncAssignment]:
-        """As leader: run the chosen assignor over every member's subscription."""
-        assignor = get_assignor(joined.protocol_name or "range")
-        subscriptions: dict[str, Subscription] = {
-            m.member_id: decode_subscription(m.metadata) for m in joined.members
-        }
-        topics = {t for s in subscriptions.values() for t in s.topics}
-        counts = dict(self._counts(topics))
-        result = assignor.assign(
-            {m: s.topics for m, s in subscriptions.items()},
-            counts,
-            owned={m: s.owned_partitions for m, s in subscriptions.items()},
-            generations={m: s.generation_id for m, s in subscriptions.items()},
-            group_instance_ids={m.member_id: m.group_instance_id for m in joined.members},
-        )
-        return [
-            g.SyncAssignment(member_id=m, assignment=encode_assignment(
-                Assignment(tuple(result.get(m, [])))))
-            for m in subscriptions
-        ]  # fmt: skip
+    # -- shared by both --------------------------------------------------------------------
 
     def _callback(self, fn: Callback | None, partitions: frozenset[TopicPartition]) -> None:
         if fn is None or not partitions:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from kafkacoord.client.admin.rebalance import rebalance_status
+from kafkacoord.client.admin.summary import controller_summary, node_state
 from kafkacoord.codecs.models import PartitionValue
 from kafkacoord.coordinator.controller.image import MetadataImage
 from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
-from kafkacoord.server.ops.summary import controller_summary, node_state
 
 from .cluster import GroupView
 from .lag import LagHistory, Status

@@ -23,9 +23,9 @@ from kafkacoord.console.cluster import ClusterAccess
 from kafkacoord.console.lag import LagHistory
 from kafkacoord.coordinator.controller.config import COORDINATOR_ROLE
 from kafkacoord.coordinator.protocol import ErrorCode
-from kafkacoord.coordinator.runtime.gc_pause import raise_young_threshold
 from kafkacoord.coordinator.runtime.processor import LoopProcessor
 from kafkacoord.coordinator.runtime.shard import Request
+from kafkacoord.gc_pause import raise_young_threshold
 from kafkacoord.server import embedded
 from kafkacoord.server.ops import OpsService, StatusSource
 from kafkacoord.server.services.controller import ControllerService

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from kafkacoord.client import GroupMember
+from kafkacoord.client import ClassicProtocolMember, ConsumerProtocolMember
 from kafkacoord.client.admin import read_metadata
 from kafkacoord.client.agent import NodeAgent
 from kafkacoord.storage.clients import admin_client
@@ -128,9 +128,9 @@ def test_daemons_serve_admin_topics_a_node_agent_and_group_commits(
     kafka_admin = AdminClient({"bootstrap.servers": e2e_bootstrap})  # kept until the futures end
     for future in kafka_admin.create_topics([NewTopic(events, 3, 1)]).values():
         future.result(30)
-    member = GroupMember(e2e_bootstrap, group, [events], topic_prefix=prefix,
-                         offsets_partitions=SHARDS, session_timeout_ms=6000,
-                         heartbeat_interval_ms=500).start()  # fmt: skip
+    member = ClassicProtocolMember(e2e_bootstrap, group, [events], topic_prefix=prefix,
+                                   offsets_partitions=SHARDS, session_timeout_ms=6000,
+                                   heartbeat_interval_ms=500).start()  # fmt: skip
     try:
         assert member.wait_assigned(60), "the member never got a stable assignment"
         assert member.assignment == {(events, p) for p in range(3)}
@@ -177,8 +177,8 @@ def test_consumer_protocol_group_against_a_broker_container(
     for future in kafka_admin.create_topics([NewTopic(topic, 4, 1)]).values():
         future.result(30)
     members = [
-        GroupMember(e2e_bootstrap, group, [topic], protocol="consumer", topic_prefix=prefix,
-                    offsets_partitions=SHARDS, rebalance_timeout_ms=15_000).start()
+        ConsumerProtocolMember(e2e_bootstrap, group, [topic], topic_prefix=prefix,
+                               offsets_partitions=SHARDS, rebalance_timeout_ms=15_000).start()
         for _ in range(2)
     ]  # fmt: skip
     try:

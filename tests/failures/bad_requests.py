@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkacoord.client import CommitFailedError, GroupMember
+from kafkacoord.client import ClassicProtocolMember, CommitFailedError
 from kafkacoord.client.errors import RequestError
 from kafkacoord.coordinator.protocol import ALL_APIS, APIS_BY_KEY, Empty, ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
@@ -93,7 +93,7 @@ def run_bad_requests(broker: BrokerControl, root: Path) -> BadRequestFigures:
         admin = cluster.admin
         admin.create_topic(TOPIC, replica_assignment={0: [1, 2], 1: [2, 1]})
         group = f"{cluster.prefix}bad-group"
-        member = GroupMember(
+        member = ClassicProtocolMember(
             cluster.bootstrap, group, [TOPIC], topic_prefix=cluster.prefix, offsets_partitions=1,
             session_timeout_ms=6000, heartbeat_interval_ms=500,
             partition_counts=lambda topics: dict.fromkeys(topics, PARTITIONS),

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from kafkacoord.client import GroupMember
+from kafkacoord.client import ClassicProtocolMember
 from kafkacoord.client.connector import CoordinatorClient, error_of
 from kafkacoord.client.errors import RequestError
 from kafkacoord.client.routes import CONTROLLER
@@ -240,7 +240,7 @@ def run_shard_zombie(broker: BrokerControl, root: Path) -> ZombieFigures:
         commit({tp: 10 + tp[1] for tp in tps})
         # A member whose session timer is overdue when the zombie wakes up: the zombie's
         # first turn expires it and writes the group's new state.
-        member = GroupMember(
+        member = ClassicProtocolMember(
             cluster.bootstrap, member_group, [TOPIC], topic_prefix=cluster.prefix,
             offsets_partitions=SHARDS, session_timeout_ms=MEMBER_SESSION_MS,
             heartbeat_interval_ms=500,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.cimpl import NewTopic
 
-from kafkacoord.client.group_member import GroupMember
+from kafkacoord.client import group_member
 from kafkacoord.storage.clients import admin_client
 from tests.nemesis.campaign import faketime_env
 
@@ -41,14 +41,18 @@ def test_a_wall_clock_step_either_way_fences_no_member(
         for future in admin.create_topics([NewTopic(topic, 4, 1)]).values():
             future.result(30)
         lost: list[str] = []
+        # The classic member's own session and partition counts (the consumer protocol's
+        # session is the group's, and its coordinator assigns).
+        classic = {"session_timeout_ms": 10_000, "partition_counts": lambda topics: {topic: 4}}
         members = [
-            GroupMember(
+            group_member(
                 bootstrap, f"{prefix}{protocol}", [topic], protocol=protocol,
-                topic_prefix=prefix, offsets_partitions=SHARDS, session_timeout_ms=10_000,
+                topic_prefix=prefix, offsets_partitions=SHARDS,
                 # Heartbeats sparser than the shards' timer passes (at least every 0.5 s),
                 # so a session's deadline, not a heartbeat, comes first after a step.
-                heartbeat_interval_ms=3000, partition_counts=lambda topics: {topic: 4},
+                heartbeat_interval_ms=3000,
                 on_lost=lambda partitions, p=protocol: lost.append(p),  # type: ignore[misc]
+                **(classic if protocol == "classic" else {}),
             ).start()
             for protocol in ("classic", "consumer")
         ]  # fmt: skip

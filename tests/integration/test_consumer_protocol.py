@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import NewPartitions
 
-from kafkacoord.client import GroupAdmin, GroupMember
+from kafkacoord.client import ConsumerProtocolMember, GroupAdmin, GroupMember
 from kafkacoord.client.errors import RequestError
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.storage.clients import admin_client
@@ -105,8 +105,8 @@ def test_consumer_protocol_group_reconciles_commits_and_fails_over(
 
     def member(name: str) -> GroupMember:
         # Subscribed by regex: topics created later join the subscription.
-        m = GroupMember(
-            cluster.bootstrap, group, [], protocol="consumer", topic_regex=f"{prefix}events.*",
+        m = ConsumerProtocolMember(
+            cluster.bootstrap, group, [], topic_regex=f"{prefix}events.*",
             topic_prefix=prefix, offsets_partitions=SHARDS, rebalance_timeout_ms=15000,
             **ownership.callbacks(name),  # type: ignore[arg-type]
         )  # fmt: skip

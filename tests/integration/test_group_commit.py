@@ -26,9 +26,10 @@ from kafkacoord.coordinator.groups.config import GroupConfig
 from kafkacoord.coordinator.groups.shard import GroupShard
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
+from kafkacoord.coordinator.runtime.driven import Processor
 from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter, SharedProducer
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
-from kafkacoord.coordinator.runtime.processor import LoopProcessor, Processor, ShardProcessor
+from kafkacoord.coordinator.runtime.processor import LoopProcessor, ShardProcessor
 from kafkacoord.coordinator.runtime.shard import Reply, Request, RequestRef
 from kafkacoord.coordinator.runtime.writer import (
     Delivered,

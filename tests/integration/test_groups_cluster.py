@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkacoord.client import GroupAdmin, GroupMember
+from kafkacoord.client import GroupAdmin, GroupMember, group_member
 from kafkacoord.client.admin import read_metadata
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.storage.clients import admin_client
@@ -46,11 +46,15 @@ class GroupCluster:
         value = image.partition(self.topics.offsets, shard)
         return None if value is None or value.leader < 0 else value.leader
 
-    def member(self, group: str, topic: str, **kwargs: object) -> GroupMember:
-        m = GroupMember(
-            self.bootstrap, group, [topic], topic_prefix=self.prefix, offsets_partitions=SHARDS,
-            session_timeout_ms=6000, heartbeat_interval_ms=500, rebalance_timeout_ms=15000,
-            **kwargs,  # type: ignore[arg-type]
+    def member(
+        self, group: str, topic: str, *, protocol: str = "classic", **kwargs: object
+    ) -> GroupMember:
+        if protocol == "classic":  # a consumer-protocol group's session is the group's
+            kwargs.setdefault("session_timeout_ms", 6000)
+        m = group_member(
+            self.bootstrap, group, [topic], protocol=protocol, topic_prefix=self.prefix,
+            offsets_partitions=SHARDS, heartbeat_interval_ms=500, rebalance_timeout_ms=15000,
+            **kwargs,
         )  # fmt: skip
         self.members.append(m)
         return m

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkacoord.client import GroupAdmin, GroupMember
+from kafkacoord.client import ClassicProtocolMember, GroupAdmin, GroupMember
 from kafkacoord.codecs import encode_key
 from kafkacoord.codecs.models import GroupMetadataKey, OffsetCommitKey
 from kafkacoord.coordinator.protocol import ErrorCode
@@ -109,7 +109,7 @@ def test_offsets_expire_per_kip_211(env: Env, prefix: str) -> None:
         future.result(30)
     simple, live = f"{prefix}simple", f"{prefix}live"
 
-    member = GroupMember(
+    member = ClassicProtocolMember(
         env.bootstrap, live, [topic], topic_prefix=prefix, offsets_partitions=SHARDS,
         session_timeout_ms=6000, heartbeat_interval_ms=500,
     ).start()  # fmt: skip

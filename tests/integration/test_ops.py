@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafkacoord.client import GroupAdmin, GroupMember
+from kafkacoord.client import ClassicProtocolMember, GroupAdmin
 from kafkacoord.coordinator.protocol import ErrorCode
 
 from .cluster import DaemonProcess, fast_daemon_env, start_daemon, wait_until
@@ -112,7 +112,7 @@ def test_metrics_health_and_status_report_what_happened(
 
     topic = _topic(bootstrap, f"{prefix}events")
     stable, empty = f"{prefix}stable", f"{prefix}empty"
-    member = GroupMember(
+    member = ClassicProtocolMember(
         bootstrap, stable, [topic], topic_prefix=prefix, offsets_partitions=SHARDS,
         session_timeout_ms=6000, heartbeat_interval_ms=500,
     ).start()  # fmt: skip

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from kafkacoord.client import GroupMember
+from kafkacoord.client import ClassicProtocolMember
 from kafkacoord.client.agent import NodeAgent
 from kafkacoord.client.base import GroupChannel
 from kafkacoord.client.errors import RequestError
@@ -141,7 +141,7 @@ def test_every_fault_leaves_the_shard_serving_and_loses_nothing_acknowledged(
 
         # A group timer that throws: retried after a backoff, so the group forms anyway.
         _arm(faults, "group-timer")
-        member = GroupMember(
+        member = ClassicProtocolMember(
             bootstrap, "timer-group", [TOPIC], topic_prefix=prefix, offsets_partitions=1,
             session_timeout_ms=6000, heartbeat_interval_ms=500,
             partition_counts=lambda topics: dict.fromkeys(topics, 1),

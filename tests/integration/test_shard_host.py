@@ -18,8 +18,9 @@ from kafkacoord.codecs import decode_record, encode_key, encode_value
 from kafkacoord.codecs.models import NodeKey, NodeValue
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol.controller_api import RegisterNode, RegisterNodeResponse
+from kafkacoord.coordinator.runtime.driven import Processor
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
-from kafkacoord.coordinator.runtime.processor import LoopProcessor, Processor, ShardProcessor
+from kafkacoord.coordinator.runtime.processor import LoopProcessor, ShardProcessor
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result, Shard
 from kafkacoord.coordinator.runtime.writer import TransactionalWriter
 from kafkacoord.server.services.dispatch import RequestDispatcher, reject

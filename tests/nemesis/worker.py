@@ -36,11 +36,11 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from kafkacoord.client import GroupMember, group_member
 from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.client.agent import NodeAgent
 from kafkacoord.client.base import GroupChannel
 from kafkacoord.client.errors import RequestError
-from kafkacoord.client.group_member import GroupMember
 from kafkacoord.codecs.models import PartitionValue
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
@@ -256,15 +256,21 @@ def run_members(args: argparse.Namespace, stop: threading.Event) -> None:
     for future in admin.create_topics([NewTopic(WORK_TOPIC, WORK_PARTITIONS, 1)]).values():
         with contextlib.suppress(KafkaException):  # made by an earlier run of this worker
             future.result(30)
+    # The classic members' own session and partition counts (a consumer-protocol group's
+    # session is the group's, and its coordinator assigns).
+    classic = {
+        "session_timeout_ms": 6000,
+        "partition_counts": lambda topics: {t: counts[t] for t in topics if t in counts},
+    }
     members: list[GroupMember] = []
     for protocol in ("classic", "consumer"):
         for index in range(args.threads):
-            member = GroupMember(
+            member = group_member(
                 args.bootstrap, f"{protocol}-group", [WORK_TOPIC], protocol=protocol,
                 topic_prefix=args.prefix, offsets_partitions=args.shards,
-                session_timeout_ms=6000, heartbeat_interval_ms=500, rebalance_timeout_ms=10_000,
-                partition_counts=lambda topics: {t: counts[t] for t in topics if t in counts},
+                heartbeat_interval_ms=500, rebalance_timeout_ms=10_000,
                 client_id=f"{args.name}-{protocol}-{index}",
+                **(classic if protocol == "classic" else {}),
             )  # fmt: skip
             members.append(watched(member, recorder, f"{args.name}-{protocol}-{index}").start())
     stop.wait()

@@ -20,9 +20,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafkacoord.client import ClassicProtocolMember
 from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.client.group_admin import GroupAdmin
-from kafkacoord.client.group_member import GroupMember
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.spark.lag_history import LAG_SAMPLES, LagRecorder
 from kafkacoord.spark.tables import schemas
@@ -207,8 +207,8 @@ def test_a_rebalance_shows_its_progress_and_stops_from_the_page(
 def test_the_lag_chart_rises_when_the_consumer_stops(
     scene: Scene, page: Any, artifacts: Path
 ) -> None:
-    member = GroupMember(scene.bootstrap, GROUP, [EVENTS], offsets_partitions=4,
-                         client_id="ui-reader").start()  # fmt: skip
+    member = ClassicProtocolMember(scene.bootstrap, GROUP, [EVENTS], offsets_partitions=4,
+                                   client_id="ui-reader").start()  # fmt: skip
     assert member.wait_assigned(60)
     # The consumer keeps up: it commits the log end after each batch.
     for _ in range(3):
@@ -250,7 +250,9 @@ def test_the_lag_chart_rises_when_the_consumer_stops(
 def test_the_lag_chart_reaches_back_into_the_views_warehouse(scene: Scene, page: Any) -> None:
     """Lag older than the daemon's ring comes from the views job's lag_history (Parquet)."""
     if not _group_exists(scene):  # run alone: the group the chart test leaves behind
-        member = GroupMember(scene.bootstrap, GROUP, [EVENTS], offsets_partitions=4).start()
+        member = ClassicProtocolMember(
+            scene.bootstrap, GROUP, [EVENTS], offsets_partitions=4
+        ).start()
         assert member.wait_assigned(60)
         member.commit({(EVENTS, p): 0 for p in range(PARTITIONS)})
         member.close()

@@ -1,4 +1,5 @@
-"""Admin side: the controller admin client, metadata snapshots, reassignment files."""
+"""Admin side: the controller admin client, metadata snapshots, reassignment files and the
+cluster summary of ``kafkacoord status`` and the console."""
 
 from .controller_admin import ControllerAdmin, read_metadata
 

@@ -90,7 +90,7 @@ class ControllerConfig:
     # A deleted topic's records are tombstoned this long after it was queued for deletion.
     topic_deletion_delay_ms: int = 0
     internal_topics: tuple[InternalTopicSpec, ...] = ()
-    # Hold Python's cyclic GC off while a handler runs (see runtime/gc_pause.py): a failover
+    # Hold Python's cyclic GC off while a handler runs (see kafkacoord/gc_pause.py): a failover
     # batch must not pay for a full collection over the whole image.
     pause_gc_in_handlers: bool = True
 

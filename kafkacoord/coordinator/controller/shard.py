@@ -33,13 +33,13 @@ from typing import Any
 from kafkacoord.codecs.models import PartitionKey, PartitionValue
 from kafkacoord.coordinator.protocol import CONTROLLER_APIS, Body, Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import controller_api as api
-from kafkacoord.coordinator.runtime.gc_pause import (
+from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result, encode_records
+from kafkacoord.coordinator.runtime.timers import TimerRetries, Timers
+from kafkacoord.gc_pause import (
     FREEZE_AFTER_RECORDS,
     freeze_long_lived,
     gc_paused,
 )
-from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result, encode_records
-from kafkacoord.coordinator.runtime.timers import TimerRetries, Timers
 
 from .batch import Batch
 from .config import ControllerConfig
@@ -353,7 +353,7 @@ class ControllerShard:
         load replays history, so only this controller's own decisions are counted)."""
         if self.config.pause_gc_in_handlers and len(batch.records) >= FREEZE_AFTER_RECORDS:
             # Before the collector sees the batch's allocations as a quarter of the heap
-            # and walks all of it (0.9 s at a million partitions): see runtime/gc_pause.py.
+            # and walks all of it (0.9 s at a million partitions): see kafkacoord/gc_pause.py.
             freeze_long_lived()
         kinds = self._elections_in(batch.records)
         result = Result(batch.records, list(replies))

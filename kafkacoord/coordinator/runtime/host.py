@@ -34,15 +34,15 @@ from kafkacoord.codecs import CodecError, decode_record
 from kafkacoord.codecs.fencing import controller_epoch_of
 from kafkacoord.codecs.models import AvroModel
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
+from kafkacoord.gc_pause import freeze_long_lived, gc_paused, thaw
 from kafkacoord.storage.cache import Change, ShardStore, new_change
 from kafkacoord.storage.errors import AppendError, LoadCancelledError, PoisonRecordError
 from kafkacoord.storage.fold import FoldPolicy
 from kafkacoord.storage.recovery import ShardLoad
 
 from .clock import steady_ms
-from .gc_pause import freeze_long_lived, gc_paused, thaw
+from .driven import ATTACH, WAKE, Processor
 from .observer import HostObserver, NullObserver
-from .processor import ATTACH, WAKE, Processor
 from .shard import (
     ChannelReplies,
     RawRecord,
@@ -316,14 +316,14 @@ class ShardHost:
             failure = exc
             log.exception("shard host failed", shard=self.name)
         finally:
-            self._finish(failure)
+            self.finish(failure)
 
     def _load_then_attach(self) -> None:
         try:
             self._writer = self.parts.make_writer()
             self._load()
         except Exception as exc:
-            self._finish(self._failure_of(exc))
+            self.fail(exc)
             return
         assert self._processor is not None
         with self._lifecycle:
@@ -332,7 +332,31 @@ class ShardHost:
                 early, self._early = self._early, []
                 self._processor.put_many([(self, ATTACH), *((self, e) for e in early)])
                 return
-        self._finish(None)
+        self.finish()
+
+    # -- the driver's calls ------------------------------------------------------------
+
+    def fail(self, exc: Exception) -> None:
+        """The host failed with ``exc`` (its load, or a step): log why, then finish."""
+        self.finish(self._failure_of(exc))
+
+    def finish(self, failure: Exception | None = None) -> None:
+        """Let go of the store, answer what is left and tell the owner the host stopped.
+
+        Called once, by whichever thread drives the host when it stops.
+        """
+        try:
+            self._shutdown()
+        finally:
+            self._stopped.set()
+            if self._on_stopped is not None:
+                self._on_stopped(self, failure)
+
+    def refuse(self, request: Request) -> None:
+        """Answer a request that reached this host while it was not attached."""
+        loading = self.state is HostState.LOADING
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else self.unavailable
+        self.parts.replies.send([Reply(request.ref, request.api, error)])
 
     def _failure_of(self, exc: Exception) -> Exception:
         """Log why the host stops, as :meth:`_run` does."""
@@ -346,14 +370,6 @@ class ShardHost:
             log.error("shard host failed", shard=self.name, error=f"{type(exc).__name__}: {exc}",
                       exc_info=exc)  # fmt: skip
         return exc
-
-    def _finish(self, failure: Exception | None) -> None:
-        try:
-            self._shutdown()
-        finally:
-            self._stopped.set()
-            if self._on_stopped is not None:
-                self._on_stopped(self, failure)
 
     def _load(self) -> None:
         thaw()  # a reload drops the shard's old state: let the collector see it again
@@ -622,13 +638,6 @@ class ShardHost:
         threading.Thread(
             target=self._load_then_attach, name=f"shard-{self.name}-reload", daemon=True
         ).start()
-
-    @property
-    def refusal(self) -> ErrorCode:
-        """What a request that reaches this host while it is not attached is answered."""
-        if self.state is HostState.LOADING:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return self.unavailable
 
     def _handle(self, event: object, now: int) -> Result:
         assert self.shard is not None

@@ -17,35 +17,17 @@ import asyncio
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final, Protocol, cast
+from typing import Final, cast
 
 import structlog
 
+from .driven import ATTACH, WAKE, DrivenHost, Processor
 from .shard import Reply, Request, send_replies
 from .turn import STALL_S, GroupCommits, Turn
 
-if TYPE_CHECKING:
-    from .host import ShardHost
-
 log = structlog.get_logger(__name__)
 
-ATTACH: Final = object()  # a host finished loading: drive it from now on
-WAKE: Final = object()  # a host's append finished: release it
 _CLOSE: Final = object()
-
-
-class Processor(Protocol):
-    """What a host needs from whatever drives it (a thread, or an event loop)."""
-
-    replies: TurnReplies
-
-    def put(self, host: ShardHost, event: object) -> None: ...
-
-    def put_many(self, events: list[tuple[ShardHost, object]]) -> None: ...
-
-    def on_its_thread(self) -> bool: ...
-
-    def close(self, timeout_s: float = 10.0) -> None: ...
 
 
 class TurnReplies:
@@ -88,15 +70,15 @@ class ShardProcessor:
         self.replies = TurnReplies(self)
         self._commits = group_commits(self.put_many, max_inflight_groups, stall_s)
         self._max_batch = max_batch
-        self._queue: queue.SimpleQueue[tuple[ShardHost | None, object]] = queue.SimpleQueue()
-        self._hosts: dict[int, ShardHost] = {}
+        self._queue: queue.SimpleQueue[tuple[DrivenHost | None, object]] = queue.SimpleQueue()
+        self._hosts: dict[int, DrivenHost] = {}
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def put(self, host: ShardHost, event: object) -> None:
+    def put(self, host: DrivenHost, event: object) -> None:
         self._queue.put((host, event))
 
-    def put_many(self, events: list[tuple[ShardHost, object]]) -> None:
+    def put_many(self, events: Sequence[tuple[DrivenHost, object]]) -> None:
         """Many events in one hand-over: one wake-up of the processor, not one each."""
         self._queue.put((None, events))
 
@@ -123,7 +105,7 @@ class ShardProcessor:
             finally:
                 self.replies.flush()
 
-    def _turn(self, batch: list[tuple[ShardHost, object]]) -> None:
+    def _turn(self, batch: list[tuple[DrivenHost, object]]) -> None:
         run_turn(self._hosts, batch, self._commits)
 
     def close(self, timeout_s: float = 10.0) -> None:
@@ -133,34 +115,34 @@ class ShardProcessor:
             self._thread.join(timeout_s)
 
 
-def _only_requests(events: list[tuple[ShardHost, object]]) -> bool:
+def _only_requests(events: Sequence[tuple[DrivenHost, object]]) -> bool:
     return all(isinstance(event, Request) for _, event in events)
 
 
-def _flatten(batch: list[tuple[ShardHost | None, object]]) -> list[tuple[ShardHost, object]]:
-    events: list[tuple[ShardHost, object]] = []
+def _flatten(batch: list[tuple[DrivenHost | None, object]]) -> list[tuple[DrivenHost, object]]:
+    events: list[tuple[DrivenHost, object]] = []
     for host, event in batch:
         if host is not None:
             events.append((host, event))
         else:
-            events.extend(cast("list[tuple[ShardHost, object]]", event))
+            events.extend(cast("Sequence[tuple[DrivenHost, object]]", event))
     return events
 
 
 def group_commits(
-    put_many: Callable[[list[tuple[ShardHost, object]]], None],
+    put_many: Callable[[Sequence[tuple[DrivenHost, object]]], None],
     max_inflight: int = 4,
     stall_s: float = STALL_S,
 ) -> GroupCommits:
     """A processor's group commits: finished batches wake each of their hosts."""
 
     def wake(waiters: list[object]) -> None:
-        put_many([(cast("ShardHost", host), WAKE) for host in waiters])
+        put_many([(cast("DrivenHost", host), WAKE) for host in waiters])
 
     return GroupCommits(wake, max_inflight=max_inflight, stall_s=stall_s)
 
 
-def next_wake_s(hosts: dict[int, ShardHost], commits: GroupCommits) -> float:
+def next_wake_s(hosts: dict[int, DrivenHost], commits: GroupCommits) -> float:
     """How long a processor may wait for events: until a host's timer is due or the
     oldest group in flight counts as stalled (at most 0.5 s)."""
     wait_s = min((h.wait_s() for h in hosts.values()), default=0.5)
@@ -169,8 +151,8 @@ def next_wake_s(hosts: dict[int, ShardHost], commits: GroupCommits) -> float:
 
 
 def run_turn(
-    hosts: dict[int, ShardHost],
-    batch: list[tuple[ShardHost, object]],
+    hosts: dict[int, DrivenHost],
+    batch: list[tuple[DrivenHost, object]],
     commits: GroupCommits,
 ) -> None:
     """One turn: each attached host with events, a timer due or records held back
@@ -181,9 +163,9 @@ def run_turn(
     here, before the processor sends the turn's replies.
     """
     turn, held = commits.begin()
-    turns: dict[int, tuple[ShardHost, list[object]]] = {}
+    turns: dict[int, tuple[DrivenHost, list[object]]] = {}
     for waiting in held:
-        host = cast("ShardHost", waiting)
+        host = cast("DrivenHost", waiting)
         if id(host) in hosts:
             turns[id(host)] = (host, [])
     for host, event in batch:
@@ -195,22 +177,23 @@ def run_turn(
             turns.setdefault(key, (host, []))[1].append(event)
         elif isinstance(event, Request):
             # The host stopped, or went to reload, after the request was queued for it.
-            host.parts.replies.send([Reply(event.ref, event.api, host.refusal)])
+            host.refuse(event)
     for key, host in hosts.items():
         if key not in turns and host.wait_s() <= 0:
             turns[key] = (host, [])  # a timer is due
-    stepped: list[ShardHost] = []
+    stepped: list[DrivenHost] = []
     try:
         for key, (host, events) in turns.items():
-            failure: Exception | None = None
             try:
                 alive = host.step(events, turn)
                 stepped.append(host)
             except Exception as exc:
-                alive, failure = False, host._failure_of(exc)
+                del hosts[key]
+                host.fail(exc)
+                continue
             if not alive:
                 del hosts[key]
-                host._finish(failure)
+                host.finish()
             elif host.detached:  # reloading elsewhere; it attaches again once loaded
                 host.detached = False
                 del hosts[key]
@@ -219,7 +202,7 @@ def run_turn(
         _write_cache(hosts, turn, stepped)
 
 
-def _write_cache(hosts: dict[int, ShardHost], turn: Turn, stepped: list[ShardHost]) -> None:
+def _write_cache(hosts: dict[int, DrivenHost], turn: Turn, stepped: list[DrivenHost]) -> None:
     """The turn's one cache write. If it fails, the hosts that stepped stop: their
     appends are durable (their replies still go out) but their cache is behind."""
     try:
@@ -228,7 +211,7 @@ def _write_cache(hosts: dict[int, ShardHost], turn: Turn, stepped: list[ShardHos
         log.exception("cache write of a turn failed")
         for host in stepped:
             if hosts.pop(id(host), None) is not None:
-                host._finish(host._failure_of(exc))
+                host.fail(exc)
 
 
 class LoopProcessor:
@@ -267,18 +250,18 @@ class LoopProcessor:
         self._deferred: asyncio.TimerHandle | None = None
         self._loop = loop
         self._thread_id = thread_id
-        self._hosts: dict[int, ShardHost] = {}
-        self._pending: list[tuple[ShardHost, object]] = []
+        self._hosts: dict[int, DrivenHost] = {}
+        self._pending: list[tuple[DrivenHost, object]] = []
         self._lock = threading.Lock()
         self._scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._closed = False
 
-    def put(self, host: ShardHost, event: object) -> None:
+    def put(self, host: DrivenHost, event: object) -> None:
         self.put_many([(host, event)])
 
-    def put_many(self, events: list[tuple[ShardHost, object]]) -> None:
+    def put_many(self, events: Sequence[tuple[DrivenHost, object]]) -> None:
         on_loop = self.on_its_thread()
         with self._lock:
             self._pending.extend(events)

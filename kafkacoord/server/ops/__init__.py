@@ -1,4 +1,4 @@
-"""Operations: Prometheus metrics, ``/health``, and the cluster summary of ``kafkacoord status``."""
+"""Operations: Prometheus metrics, ``/health`` and the daemon status behind them."""
 
 from .health import Health, evaluate
 from .observer import PrometheusObserver

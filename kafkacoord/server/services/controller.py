@@ -27,16 +27,16 @@ import structlog
 from kafkacoord.coordinator.controller.config import ControllerConfig
 from kafkacoord.coordinator.controller.shard import ControllerShard
 from kafkacoord.coordinator.protocol import ErrorCode
-from kafkacoord.coordinator.runtime.gc_pause import (
-    FREEZE_AFTER_RECORDS,
-    freeze_long_lived,
-    gc_paused,
-)
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
 from kafkacoord.coordinator.runtime.restarts import RestartBackoff
 from kafkacoord.coordinator.runtime.shard import Request
 from kafkacoord.coordinator.runtime.writer import ShardWriter, WriterFencedError
+from kafkacoord.gc_pause import (
+    FREEZE_AFTER_RECORDS,
+    freeze_long_lived,
+    gc_paused,
+)
 from kafkacoord.server.settings import Settings
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.errors import LoadCancelledError

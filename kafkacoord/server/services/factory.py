@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 from kafkacoord.coordinator.controller.config import ControllerConfig
 from kafkacoord.coordinator.groups.config import GroupConfig
+from kafkacoord.coordinator.runtime.driven import Processor
 from kafkacoord.coordinator.runtime.epoch_writer import SharedProducer
 from kafkacoord.coordinator.runtime.observer import HostObserver
-from kafkacoord.coordinator.runtime.processor import Processor, ShardProcessor
+from kafkacoord.coordinator.runtime.processor import ShardProcessor
 from kafkacoord.coordinator.runtime.writer import TransactionalWriter
 from kafkacoord.server.settings import Settings
 from kafkacoord.storage.batch_producer import IoLoop

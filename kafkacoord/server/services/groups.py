@@ -27,10 +27,10 @@ from kafkacoord.coordinator.groups.config import GroupConfig
 from kafkacoord.coordinator.groups.records import shard_leader_record
 from kafkacoord.coordinator.groups.shard import GroupShard
 from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.runtime.driven import Processor
 from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter, SharedProducer
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
-from kafkacoord.coordinator.runtime.processor import Processor
 from kafkacoord.coordinator.runtime.restarts import RestartBackoff
 from kafkacoord.coordinator.runtime.shard import Request, Result, Shard
 from kafkacoord.coordinator.runtime.writer import WriterFencedError

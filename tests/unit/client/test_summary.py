@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from kafkacoord.cli.status import render
+from kafkacoord.client.admin.summary import FIRST, cluster_summary, group_lag
 from kafkacoord.coordinator.protocol import controller_api as api
-from kafkacoord.server.ops.summary import FIRST, cluster_summary, group_lag
 from tests.unit.controller.support import Cluster
 
 OFFSETS = "__kc_offsets"

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkacoord.coordinator.runtime.gc_pause import gc_paused, raise_young_threshold
+from kafkacoord.gc_pause import gc_paused, raise_young_threshold
 
 
 @pytest.fixture(autouse=True)

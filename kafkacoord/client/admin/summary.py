@@ -1,7 +1,8 @@
 """The cluster summary of ``kafkacoord status``, built from what the admin clients read.
 
 Pure: the metadata image, the listed groups and their lag come in; a JSON-ready dict
-goes out. The command line renders it as text or prints it as JSON.
+goes out. The command line renders it as text or prints it as JSON; the console's
+pages show its node states and controller.
 """
 
 from __future__ import annotations
