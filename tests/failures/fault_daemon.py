@@ -16,8 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import kafkacoord.coordinator.groups.shard as group_shard
 from kafkacoord.coordinator.controller.shard import ControllerShard
+from kafkacoord.coordinator.groups import offset_manager
+from kafkacoord.coordinator.groups.offset_manager import OffsetManager
 from kafkacoord.coordinator.groups.shard import GroupShard
 from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter
 from kafkacoord.storage.cache import ShardStore
@@ -49,20 +50,20 @@ def _throwing(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def install() -> None:
-    GroupShard._offset_commit = _throwing("handler", GroupShard._offset_commit)  # type: ignore[method-assign]
+    OffsetManager.commit = _throwing("handler", OffsetManager.commit)  # type: ignore[method-assign]
     GroupShard._fire = _throwing("group-timer", GroupShard._fire)  # type: ignore[method-assign]
     GroupShard.on_topics = _throwing("group-event", GroupShard.on_topics)  # type: ignore[method-assign]
     ShardStore.stage = _throwing("group-cache", ShardStore.stage)  # type: ignore[method-assign]
     ShardStore.apply = _throwing("controller-cache", ShardStore.apply)  # type: ignore[method-assign]
     ControllerShard._fire_timer = _throwing("controller-timer", ControllerShard._fire_timer)  # type: ignore[method-assign]
 
-    value = group_shard.offset_commit_value
+    value = offset_manager.offset_commit_value
 
     def unencodable(offset: int, leader_epoch: int, *args: Any) -> Any:
         # A value the record's Avro int cannot hold, as a bug past the edge would make.
         return value(offset, 2**31 if armed("encode") else leader_epoch, *args)
 
-    group_shard.offset_commit_value = unencodable  # type: ignore[assignment]
+    offset_manager.offset_commit_value = unencodable  # type: ignore[assignment]
 
     submit = LeaderEpochWriter.submit
 

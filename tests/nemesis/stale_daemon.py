@@ -14,21 +14,21 @@ import copy
 import sys
 from typing import Any
 
+from kafkacoord.coordinator.groups.offset_manager import OffsetManager
 from kafkacoord.coordinator.groups.shard import GroupShard
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Request, send_replies
 from kafkacoord.server.services.groups import GroupService
 
-_GHOSTS: dict[int, GroupShard] = {}
+_GHOSTS: dict[int, OffsetManager] = {}
 
 
 def install() -> None:
     unloaded = GroupShard.on_unloaded
 
     def keep_a_copy(self: GroupShard) -> Any:
-        ghost = copy.copy(self)
-        ghost._offsets = copy.deepcopy(self._offsets)
-        ghost._groups = copy.deepcopy(self._groups)
+        ghost = copy.copy(self._offsets)
+        ghost.store = copy.deepcopy(self._offsets.store)  # the shard's is cleared next
         _GHOSTS[self.partition] = ghost
         return unloaded(self)
 
@@ -45,7 +45,7 @@ def install() -> None:
                 and partition not in self.hosts
                 and isinstance(request.body, api.OffsetFetch)
             ):
-                send_replies(ghost._offset_fetch(request.ref, request.body).replies)
+                send_replies(ghost.fetch(request.ref, request.body).replies)
             else:
                 rest.append((partition, request))
         dispatch(self, rest)

@@ -14,6 +14,7 @@ Nothing here does I/O or reads a clock: times come in as arguments.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -128,6 +129,22 @@ class ClassicGroup:
         group.subscribed_topics = group.compute_subscribed_topics()
         group.persisted = value
         return group
+
+    # ----------------------------------------------------------------- undo
+
+    def save(self) -> ClassicGroup:
+        """A copy to :meth:`restore` if a handler that changes the group fails. Its
+        containers and members are new; every other field is immutable, so shared."""
+        saved = copy.copy(self)
+        saved.members = {member_id: copy.copy(m) for member_id, m in self.members.items()}
+        saved.static_members = dict(self.static_members)
+        saved.pending_members = dict(self.pending_members)
+        saved.pending_sync = set(self.pending_sync)
+        return saved
+
+    def restore(self, saved: ClassicGroup) -> None:
+        """Become ``saved`` again, in place: a post-commit action may hold this object."""
+        self.__dict__.update(saved.__dict__)
 
     # ----------------------------------------------------------------- state
 

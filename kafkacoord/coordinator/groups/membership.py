@@ -9,9 +9,13 @@ timeouts, the pending-sync timeout, protocol selection and leader election.
 It works on the shard's groups and timers. Like Kafka, it changes a group's soft state in
 memory and returns a ``GroupMetadataValue`` record where Kafka writes one: when a rebalance
 leaves the group Empty, when a static member is replaced in a Stable group, and at the
-leader's SyncGroup, whose replay (by the shard) hands out the assignment and makes the
+leader's SyncGroup, whose post-commit action hands out the assignment and makes the
 group Stable. Replies to parked requests come back in the :class:`Result` of whatever
 completes them.
+
+Each entry point that changes a group in place (JoinGroup, SyncGroup, LeaveGroup and the
+three timeouts) first saves that one group in the shard's undo log, so a failure puts it
+back; Heartbeat changes only a deadline, which the timers log themselves.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from .member import Member, Protocols
 from .records import group_metadata_record
 from .scheduling import ShardTimers, heartbeat_timer, join_timer, sync_timer
 from .state import GroupState
+from .undo import UndoLog
 
 __all__ = ["MemberIdFactory", "Membership", "join_error", "join_reply", "uuid_member_id"]
 
@@ -119,11 +124,23 @@ class Membership:
         groups: dict[str, ClassicGroup],
         timers: ShardTimers,
         new_member_id: MemberIdFactory,
+        undo: UndoLog,
     ) -> None:
         self.config = config
         self._groups = groups  # shared with the shard
         self._timers = timers
         self._new_member_id = new_member_id
+        self._undo = undo
+
+    def _keep(self, group_id: str) -> None:
+        """Save the group ``group_id`` (or its absence) before changing it in place."""
+        if not self._undo.open:
+            return
+        group = self._groups.get(group_id)
+        if group is None:
+            self._undo.add(functools.partial(self._groups.pop, group_id, None))
+        else:
+            self._undo.add(functools.partial(_put_back, self._groups, group, group.save()))
 
     # ================================================================= lifecycle
 
@@ -163,6 +180,7 @@ class Membership:
         group = self._groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return Result()
+        self._keep(group_id)
         if group.is_pending(member_id):
             # A member told MEMBER_ID_REQUIRED never came back.
             group.remove(member_id)
@@ -178,6 +196,7 @@ class Membership:
         group = self._groups.get(group_id)
         if group is None or group.state is not GroupState.PREPARING_REBALANCE:
             return Result()
+        self._keep(group_id)
         if group.initial_delay is not None:
             return self._try_complete_initial_rebalance(group, *group.initial_delay, now)
         return self._complete_join(group, now)
@@ -200,6 +219,7 @@ class Membership:
         group = self._groups.get(group_id)
         if group is None or group.sync_generation != group.generation:
             return Result()
+        self._keep(group_id)
         if (
             group.in_state(GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
             and group.pending_sync
@@ -426,6 +446,7 @@ class Membership:
                 f"[{cfg.min_session_timeout_ms}, {cfg.max_session_timeout_ms}] "
                 "(group.min/max.session.timeout.ms)",
             )
+        self._keep(body.group_id)
         group = self._groups.get(body.group_id)
         created = group is None
         if group is None:
@@ -701,6 +722,7 @@ class Membership:
                 ErrorCode.ILLEGAL_GENERATION,
                 f"generation {body.generation_id} is not the group's {group.generation}",
             )
+        self._keep(group.group_id)
         if _inconsistent(body.protocol_type, group.protocol_type) or _inconsistent(
             body.protocol_name, group.protocol
         ):
@@ -783,6 +805,7 @@ class Membership:
             )
         if group.state is GroupState.DEAD:
             raise ProtocolError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group is being removed")
+        self._keep(group.group_id)
 
         result = Result()
         outcomes: list[api.MemberResult] = []
@@ -823,3 +846,8 @@ class Membership:
             Reply(ref, "LeaveGroup", body=api.LeaveGroupResponse(members=outcomes))
         )
         return result
+
+
+def _put_back(groups: dict[str, ClassicGroup], group: ClassicGroup, saved: ClassicGroup) -> None:
+    group.restore(saved)
+    groups[group.group_id] = group

@@ -209,7 +209,8 @@ def test_a_success_resets_the_failure_count(monkeypatch: pytest.MonkeyPatch) -> 
     again: never dropped, as the success cleared its count."""
     d = Driver()
     shard = d.shard
-    original = shard._expire_offsets
+    offsets = shard._offsets
+    original = offsets.expire
     failing = [True]
     calls = [0]
 
@@ -219,7 +220,7 @@ def test_a_success_resets_the_failure_count(monkeypatch: pytest.MonkeyPatch) -> 
             raise RuntimeError("injected")
         return original(now)
 
-    monkeypatch.setattr(shard, "_expire_offsets", expire)
+    monkeypatch.setattr(offsets, "expire", expire)
     interval = d.config.offsets_retention_check_interval_ms
     due = shard.timer_deadline(EXPIRATION_TIMER)
     assert due is not None

@@ -7,6 +7,10 @@ the records that say so, and answer from what they built. Replay installs the re
 (:meth:`ConsumerGroups.replay`), on writes and on loads alike. The target assignment is
 computed in the same result as the group epoch bump that calls for it, so the group is
 in ASSIGNING only between a load and the next event.
+
+The soft state kept here (each member's rebalance epoch and last heartbeat) and the
+timers change through the shard's undo log, so a request or timer that fails leaves
+neither behind.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from kafkacoord.codecs.models import (
 from kafkacoord.coordinator.groups.assignors.server import SERVER_ASSIGNORS
 from kafkacoord.coordinator.groups.config import GroupConfig
 from kafkacoord.coordinator.groups.scheduling import ShardTimers
+from kafkacoord.coordinator.groups.undo import UndoLog
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.protocol.base import PUSH_CORRELATION_ID
@@ -73,10 +78,6 @@ _SESSION = "cg-session"
 _REBALANCE = "cg-rebalance"
 
 
-# Members' rebalance epochs and last requests, by (group, member): see soft_state.
-ConsumerSoftState = tuple[dict[tuple[str, str], int], dict[tuple[str, str], RequestRef]]
-
-
 def session_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
     return (_SESSION, group_id, member_id)
 
@@ -98,13 +99,14 @@ class Plan:
 
 
 class ConsumerGroups:
-    def __init__(self, config: GroupConfig, timers: ShardTimers) -> None:
+    def __init__(self, config: GroupConfig, timers: ShardTimers, undo: UndoLog) -> None:
         self.config = config
         self.groups: dict[str, ConsumerGroup] = {}
         self.topics: dict[str, SubscribedTopic] = {}
         # Until the broker's topics are first known, groups keep the metadata they had.
         self.topics_known = False
         self._timers = timers
+        self._undo = undo
         # (group, member) -> the epoch a rebalance timeout was set for.
         self._rebalance_epochs: dict[tuple[str, str], int] = {}
         # (group, member) -> its last heartbeat: where hints go (soft state, as Kafka's
@@ -192,7 +194,7 @@ class ConsumerGroups:
             and body.topic_partitions is not None
         )
         changed = dict(reconciled.assigned) != dict(member.assigned)
-        self._last_heard[(group.group_id, reconciled.member_id)] = ref
+        self._undo.set(self._last_heard, (group.group_id, reconciled.member_id), ref)
         replies = self.hints_for(plan, reconciled, released=_released(member, reconciled))
         response = api.ConsumerGroupHeartbeatResponse(
             member_id=reconciled.member_id,
@@ -469,19 +471,19 @@ class ConsumerGroups:
     # ================================================================= timers
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerMember, now: int) -> None:
-        self._rebalance_epochs[(group_id, member.member_id)] = member.member_epoch
+        self._undo.set(self._rebalance_epochs, (group_id, member.member_id), member.member_epoch)
         self._timers.schedule(
             rebalance_timer(group_id, member.member_id), now + member.rebalance_timeout_ms
         )
 
     def _cancel_rebalance_timeout(self, group_id: str, member_id: str) -> None:
-        self._rebalance_epochs.pop((group_id, member_id), None)
+        self._undo.pop(self._rebalance_epochs, (group_id, member_id))
         self._timers.cancel(rebalance_timer(group_id, member_id))
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         self._timers.cancel(session_timer(group_id, member_id))
         self._cancel_rebalance_timeout(group_id, member_id)
-        self._last_heard.pop((group_id, member_id), None)
+        self._undo.pop(self._last_heard, (group_id, member_id))
 
     # ================================================================= hints
 
@@ -519,20 +521,13 @@ class ConsumerGroups:
         if group is None or member is None:
             return Result()
         if kind == _REBALANCE:
-            epoch = self._rebalance_epochs.pop((group_id, member_id), None)
+            epoch = self._undo.pop(self._rebalance_epochs, (group_id, member_id))
             if epoch != member.member_epoch or member.state is not MemberState.UNREVOKED_PARTITIONS:
                 return Result()
         records, hints = self.fence_member(group, member_id)
         return Result(records, hints)
 
     # ================================================================= topic metadata
-
-    def soft_state(self) -> ConsumerSoftState:
-        """What a timer changes before its records are durable, to put back if it fails."""
-        return dict(self._rebalance_epochs), dict(self._last_heard)
-
-    def restore_soft_state(self, saved: ConsumerSoftState) -> None:
-        self._rebalance_epochs, self._last_heard = dict(saved[0]), dict(saved[1])
 
     def learn_topics(self, topics: TopicsImage) -> None:
         """Keep the broker's topics without acting on them (the shard is not active)."""
