@@ -353,9 +353,11 @@ class ShardHost:
                 self._on_stopped(self, failure)
 
     def refuse(self, request: Request) -> None:
-        """Answer a request that reached this host while it was not attached."""
-        loading = self.state is HostState.LOADING
-        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else self.unavailable
+        """Answer a request that reached this host while it was not attached: a host
+        that has not stopped is loading, or loaded and about to attach (it turns ACTIVE
+        just before its ATTACH reaches the processor), so the client retries."""
+        stopped = self.state is HostState.STOPPED
+        error = self.unavailable if stopped else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         self.parts.replies.send([Reply(request.ref, request.api, error)])
 
     def _failure_of(self, exc: Exception) -> Exception:
