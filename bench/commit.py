@@ -26,6 +26,11 @@ Also measured, to show where the time goes (all on the same cores):
 - latency_curve:       p50/p99 and CPU per commit with load paced at an eighth and a
                        quarter of the peak
 
+With --repeat N every figure is taken N times, in turns (raw, kafkacoord, the broker's
+classic coordinator, its KIP-848 one), and each is reported as the median of the N, with
+every run (``runs``) and the spread (``spread``: min, max). Ratios are taken within a
+round, then their median. The latency curve and the profilers run in the first round.
+
 The last stdout line is JSON.
 """
 
@@ -41,6 +46,7 @@ import time
 from collections import deque
 from concurrent.futures import Future
 from pathlib import Path
+from typing import cast
 
 from benchlib import (
     BROKERS,
@@ -244,10 +250,128 @@ def per_thread_us(pid: int, before: dict[int, float], commits: int) -> dict[str,
     return dict(sorted(used.items(), key=lambda item: -item[1]))
 
 
+def measure_round(
+    client: CoordinatorClient,
+    meter: CpuMeter,
+    args: argparse.Namespace,
+    *,
+    bootstrap: str,
+    daemon_pid: int,
+    first: bool,
+) -> dict[str, object]:
+    """One round of every figure, taken in turns on the same daemon and broker: raw
+    appends, kafkacoord at peak and at half of it, the broker's own commits (classic,
+    then KIP-848 on Apache Kafka). The latency curve and the profilers run in the first
+    round only."""
+    seconds, concurrency = args.seconds, args.concurrency
+    raw_done, elapsed = raw_appends(bootstrap, "bench_raw", seconds, concurrency, meter)
+    raw = raw_done / elapsed
+    raw_broker = meter.per_op_ms(raw_done)["broker"]
+    log(f"raw: {raw:.0f}/s")
+    profiler = py_spy(daemon_pid, args.profile, seconds) if first and args.profile else None
+    perf = perf_record(daemon_pid, args.perf, seconds) if first and args.perf else None
+    threads_before = thread_cpu_seconds(daemon_pid)
+    meter.start()
+    done, elapsed, _ = kafkacoord_commits(client, seconds, concurrency)
+    meter.stop()
+    threads = per_thread_us(daemon_pid, threads_before, done)
+    for sampler in (profiler, perf):
+        if sampler is not None:
+            sampler.wait(60)
+    peak = done / elapsed
+    cpu_per_commit = meter.per_op_ms(done)
+    log(f"daemon threads, µs per commit: {threads}")
+    log(f"kafkacoord peak: {peak:.0f}/s, CPU ms per commit {cpu_per_commit}")
+    done, elapsed, latencies = kafkacoord_commits(client, seconds, concurrency, rate=peak / 2)
+    half = percentiles(latencies)
+    log(f"at {done / elapsed:.0f}/s: p50 {half['p50_ms']:.2f} ms, p99 {half['p99_ms']:.2f} ms")
+    curve = {}
+    for fraction in (0.125, 0.25) if first else ():
+        meter.start()
+        done, elapsed, lat = kafkacoord_commits(client, seconds, concurrency, rate=peak * fraction)
+        meter.stop()
+        curve[str(fraction)] = {
+            "rate": round(done / elapsed),
+            **percentiles(lat),
+            "cpu_ms_per_commit": meter.per_op_ms(done),
+        }
+    if curve:
+        log(f"latency curve: {curve}")
+    native_done, elapsed = native_commits(bootstrap, seconds, concurrency, meter)
+    if native_done == 0:
+        # Seen on the embedded broker: its coordinator held every commit past the
+        # window (a stall of its own). Once more, else a clear failure, not a ratio.
+        log("native: no commit finished in the window; measuring again")
+        native_done, elapsed = native_commits(bootstrap, seconds, concurrency, meter)
+        if native_done == 0:
+            raise SystemExit("the broker's own coordinator finished no commit in two windows")
+    native = native_done / elapsed
+    native_broker = meter.per_op_ms(native_done)["broker"]
+    log(f"native: {native:.0f}/s")
+    native_848 = None
+    if args.broker == "kafka":  # tansu serves only the classic protocol
+        done_848, elapsed = native_commits(bootstrap, seconds, concurrency, meter, "consumer")
+        native_848 = done_848 / elapsed
+        log(f"native, consumer protocol: {native_848:.0f}/s")
+    return {
+        "raw_rate": round(raw),
+        "commit_rate": round(peak),
+        "p50_ms": round(half["p50_ms"], 2),
+        "p99_ms": round(half["p99_ms"], 2),
+        "native_commit_rate": round(native),
+        "ratio_raw": round(peak / raw, 3),
+        "ratio_native": round(peak / native, 3),
+        "broker_cpu_ratio": round(cpu_per_commit["broker"] / max(raw_broker, 1e-9), 2),
+        "daemon_us_per_commit": round(cpu_per_commit["daemon"] * 1000, 1),
+        "cpu_ms_per_commit": cpu_per_commit,
+        "broker_cpu_ms": {
+            "raw_append": raw_broker,
+            "kafkacoord_commit": cpu_per_commit["broker"],
+            "native_commit": native_broker,
+        },
+        "latency_curve": curve,
+        "daemon_threads_us": threads,
+        **(
+            {
+                "native_consumer_protocol_rate": round(native_848),
+                "ratio_native_consumer_protocol": round(peak / native_848, 3),
+            }
+            if native_848
+            else {}
+        ),
+    }
+
+
+# The figures taken every round: the result gives their median, every run and the spread.
+REPEATED = (
+    "raw_rate", "commit_rate", "p50_ms", "p99_ms", "native_commit_rate", "ratio_raw",
+    "ratio_native", "broker_cpu_ratio", "daemon_us_per_commit",
+    "native_consumer_protocol_rate", "ratio_native_consumer_protocol",
+)  # fmt: skip
+
+
+def summarize(args: argparse.Namespace, rounds: list[dict[str, object]]) -> dict[str, object]:
+    """The first round's detail, with each repeated figure replaced by its median over the
+    rounds; ``runs`` keeps every round's value and ``spread`` their (min, max). Ratios
+    are taken within a round (the same minute of the machine), then their median."""
+    result: dict[str, object] = {"broker": args.broker, "concurrency": args.concurrency,
+                                 "repeat": len(rounds), **rounds[0]}  # fmt: skip
+    runs: dict[str, list[float]] = {}
+    for name in REPEATED:
+        values = [cast(float, r[name]) for r in rounds if name in r]
+        if not values:
+            continue
+        runs[name] = values
+        median = statistics.median(values)
+        result[name] = round(median, 3) if isinstance(values[0], float) else round(median)
+    result["runs"] = runs
+    result["spread"] = {name: [min(v), max(v)] for name, v in runs.items()}
+    return result
+
+
 def run(
     bootstrap: str, broker_pid: int, args: argparse.Namespace, data_dir: Path
 ) -> dict[str, object]:
-    seconds, concurrency = args.seconds, args.concurrency
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics(
         [NewTopic("events", PARTITIONS, 1), NewTopic("bench_raw", SHARDS, 1)]
@@ -270,90 +394,17 @@ def run(
             client.call(partition_for(group, SHARDS), body, g.OffsetCommitResponse, timeout_s=120)
         log("daemon serving")
         meter = CpuMeter({"daemon": daemon.pid, "client": os.getpid(), "broker": broker_pid})
-        raw_done, elapsed = raw_appends(bootstrap, "bench_raw", seconds, concurrency, meter)
-        raw = raw_done / elapsed
-        raw_broker = meter.per_op_ms(raw_done)["broker"]
-        log(f"raw: {raw:.0f}/s")
-        profiler = py_spy(daemon.pid, args.profile, seconds) if args.profile else None
-        perf = perf_record(daemon.pid, args.perf, seconds) if args.perf else None
-        threads_before = thread_cpu_seconds(daemon.pid)
-        meter.start()
-        done, elapsed, _ = kafkacoord_commits(client, seconds, concurrency)
-        meter.stop()
-        threads = per_thread_us(daemon.pid, threads_before, done)
-        for sampler in (profiler, perf):
-            if sampler is not None:
-                sampler.wait(60)
-        peak = done / elapsed
-        cpu_per_commit = meter.per_op_ms(done)
-        log(f"daemon threads, µs per commit: {threads}")
-        log(f"kafkacoord peak: {peak:.0f}/s, CPU ms per commit {cpu_per_commit}")
-        done, elapsed, latencies = kafkacoord_commits(client, seconds, concurrency, rate=peak / 2)
-        half = percentiles(latencies)
-        p50, p99 = half["p50_ms"], half["p99_ms"]
-        log(f"at {done / elapsed:.0f}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
-        curve = {}
-        for fraction in (0.125, 0.25):
-            meter.start()
-            done, elapsed, lat = kafkacoord_commits(
-                client, seconds, concurrency, rate=peak * fraction
+        rounds = [
+            measure_round(
+                client, meter, args, bootstrap=bootstrap, daemon_pid=daemon.pid, first=r == 0
             )
-            meter.stop()
-            curve[str(fraction)] = {
-                "rate": round(done / elapsed),
-                **percentiles(lat),
-                "cpu_ms_per_commit": meter.per_op_ms(done),
-            }
-        log(f"latency curve: {curve}")
-        native_done, elapsed = native_commits(bootstrap, seconds, concurrency, meter)
-        if native_done == 0:
-            # Seen on the embedded broker: its coordinator held every commit past the
-            # window (a stall of its own). Once more, else a clear failure, not a ratio.
-            log("native: no commit finished in the window; measuring again")
-            native_done, elapsed = native_commits(bootstrap, seconds, concurrency, meter)
-            if native_done == 0:
-                raise SystemExit("the broker's own coordinator finished no commit in two windows")
-        native = native_done / elapsed
-        native_broker = meter.per_op_ms(native_done)["broker"]
-        log(f"native: {native:.0f}/s")
-        native_848 = None
-        if args.broker == "kafka":  # tansu serves only the classic protocol
-            done_848, elapsed = native_commits(bootstrap, seconds, concurrency, meter, "consumer")
-            native_848 = done_848 / elapsed
-            log(f"native, consumer protocol: {native_848:.0f}/s")
+            for r in range(args.repeat)
+        ]
         client.close()
     finally:
         daemon.terminate()
         daemon.wait(30)
-    return {
-        "broker": args.broker,
-        "raw_rate": round(raw),
-        "commit_rate": round(peak),
-        "p50_ms": round(p50, 2),
-        "p99_ms": round(p99, 2),
-        "native_commit_rate": round(native),
-        "ratio_raw": round(peak / raw, 3),
-        "ratio_native": round(peak / native, 3),
-        "broker_cpu_ratio": round(cpu_per_commit["broker"] / max(raw_broker, 1e-9), 2),
-        "daemon_us_per_commit": round(cpu_per_commit["daemon"] * 1000, 1),
-        "concurrency": concurrency,
-        "cpu_ms_per_commit": cpu_per_commit,
-        "broker_cpu_ms": {
-            "raw_append": raw_broker,
-            "kafkacoord_commit": cpu_per_commit["broker"],
-            "native_commit": native_broker,
-        },
-        "latency_curve": curve,
-        "daemon_threads_us": threads,
-        **(
-            {
-                "native_consumer_protocol_rate": round(native_848),
-                "ratio_native_consumer_protocol": round(peak / native_848, 3),
-            }
-            if native_848
-            else {}
-        ),
-    }
+    return summarize(args, rounds)
 
 
 def main() -> None:
@@ -361,6 +412,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--broker", choices=BROKERS, default="tansu")
+    parser.add_argument(
+        "--repeat", type=int, default=1,
+        help="take every figure this many times, in turns; report medians and spread",
+    )  # fmt: skip
     parser.add_argument(
         "--profile", metavar="PATH", help="py-spy the daemon at peak; collapsed stacks to PATH"
     )
