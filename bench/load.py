@@ -104,7 +104,9 @@ def naive_replay(bootstrap: str, topic: str) -> tuple[int, float]:
 def recovery(cache: StateCache, bootstrap: str, topic: str) -> ShardRecovery:
     return ShardRecovery(
         cache,
-        lambda: replay_consumer(bootstrap, "bench-loader", **{"auto.offset.reset": "error"}),
+        lambda fetch_wait_ms=None: replay_consumer(
+            bootstrap, "bench-loader", fetch_wait_ms=fetch_wait_ms, **{"auto.offset.reset": "error"}
+        ),
         topic,
         offsets_policy(RETENTION_MS),
     )

@@ -391,9 +391,10 @@ class Daemon:
         s = self.settings
         recovery = ShardRecovery(
             self._cache,
-            lambda: replay_consumer(
+            lambda fetch_wait_ms=None: replay_consumer(
                 self.state.bootstrap,
                 f"kafkacoord-{s.node_id}-loader",
+                fetch_wait_ms=fetch_wait_ms,
                 **{"auto.offset.reset": "error"},
             ),
             topic,

@@ -92,8 +92,15 @@ def durable_producer(bootstrap: str, client_id: str, *, linger_ms: float, **extr
     )
 
 
-def replay_consumer(bootstrap: str, client_id: str, **extra: Any) -> Consumer:
-    """A consumer for assign-only replay: no group membership, no commits, EOF events on."""
+def replay_consumer(
+    bootstrap: str, client_id: str, *, fetch_wait_ms: int | None = None, **extra: Any
+) -> Consumer:
+    """A consumer for assign-only replay: no group membership, no commits, EOF events on.
+
+    ``fetch_wait_ms`` replaces the short fetch wait, for a broker that needs longer to
+    find the records (see :mod:`.recovery`)."""
+    if fetch_wait_ms is not None:
+        extra["fetch.wait.max.ms"] = fetch_wait_ms
     return Consumer(
         base_config(
             bootstrap,

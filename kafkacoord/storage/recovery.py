@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -92,6 +93,19 @@ class _Wedged:
             ) from stalled
 
 
+class ConsumerFactory(Protocol):
+    """Makes the replay consumer; ``fetch_wait_ms`` (when given) replaces its fetch wait."""
+
+    def __call__(self, *, fetch_wait_ms: int | None = None) -> Consumer: ...
+
+
+# The fetch waits of the consumers that follow a stalled one. The embedded broker (tansu)
+# lists a partition's stored batches from its start within the fetch's wait and answers
+# with what it found by then: past some tens of thousands of batches (it never compacts)
+# a 10 ms wait finds nothing, and every fetch comes back empty with a later log end.
+PATIENT_FETCH_WAITS_MS = (1_000, 5_000)
+
+
 def _add_phases(phases: dict[str, float], **seconds: float) -> None:
     for name, value in seconds.items():
         phases[name] = phases.get(name, 0.0) + value
@@ -103,7 +117,7 @@ class ShardRecovery:
     def __init__(
         self,
         cache: StateCache,
-        consumer_factory: Callable[[], Consumer],
+        consumer_factory: ConsumerFactory,
         topic: str,
         policy: FoldPolicy,
         *,
@@ -181,7 +195,7 @@ class ShardRecovery:
         """Read ``loads`` to their high watermarks, continuing ``folders`` (and adding the
         missing ones). A shard whose log is behind its checkpoint starts over."""
         consumer = self._consumer_factory()
-        wedged = _Wedged(self._stall_timeout_s)
+        wedged, restarts = _Wedged(self._stall_timeout_s), 0
         try:
             pending = self._without_empty(consumer, loads, identity)
             while pending:
@@ -189,16 +203,17 @@ class ShardRecovery:
                     self._replay(consumer, pending, identity, folders, cancel)
                     pending = {}
                 except ReadStalledError as stalled:
-                    # Seen on tansu under faults: one consumer gets no records at a
-                    # position the broker has reported records past, while a new one
-                    # reads on. What was read and not yet folded is read again.
+                    # A new consumer with a longer fetch wait reads on (see
+                    # PATIENT_FETCH_WAITS_MS); what was read and not yet folded is read again.
                     if cancel is not None and cancel():
                         raise LoadCancelledError(f"load of {self.topic} cancelled") from stalled
                     wedged.check(stalled)
-                    log.warning("read stalled behind the log end; reading on a new consumer",
-                                topic=self.topic, error=str(stalled))  # fmt: skip
+                    wait_ms = PATIENT_FETCH_WAITS_MS[min(restarts, len(PATIENT_FETCH_WAITS_MS) - 1)]
+                    restarts += 1
+                    log.warning("read stalled; reading on a new consumer", topic=self.topic,
+                                fetch_wait_ms=wait_ms, error=str(stalled))  # fmt: skip
                     consumer.close()
-                    consumer = self._consumer_factory()
+                    consumer = self._consumer_factory(fetch_wait_ms=wait_ms)
                     pending = {p: ld for p, ld in loads.items() if ld.high_watermark is None}
                 except LogBehindCheckpointError as behind:
                     # Only the partitions named restart, from the log start.

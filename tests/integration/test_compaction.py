@@ -107,7 +107,10 @@ def _wait_cleaned(
 def _load(bootstrap: str, cache: StateCache, topic: str, policy: FoldPolicy) -> ShardRecovery:
     return ShardRecovery(
         cache,
-        lambda: replay_consumer(bootstrap, "compaction-loader", **{"auto.offset.reset": "error"}),
+        lambda fetch_wait_ms=None: replay_consumer(
+            bootstrap, "compaction-loader", fetch_wait_ms=fetch_wait_ms,
+            **{"auto.offset.reset": "error"},
+        ),
         topic, policy, delete_retention_ms=DELETE_RETENTION_MS,
     )  # fmt: skip
 

@@ -121,7 +121,9 @@ def test_a_deposed_leader_is_fenced_and_its_late_writes_are_ignored(
     cache = StateCache(tmp_path / "cache")
     recovery = ShardRecovery(
         cache,
-        lambda: replay_consumer(bootstrap, "test-loader", **{"auto.offset.reset": "error"}),
+        lambda fetch_wait_ms=None: replay_consumer(
+            bootstrap, "test-loader", fetch_wait_ms=fetch_wait_ms, **{"auto.offset.reset": "error"}
+        ),
         offsets,
         offsets_policy(7 * 24 * 3600 * 1000),
     )

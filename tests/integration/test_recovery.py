@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from kafkacoord.codecs import RecordType, decode_record, encode_key, encode_value
@@ -24,7 +24,7 @@ from kafkacoord.storage.clients import admin_client, replay_consumer
 from kafkacoord.storage.errors import BrokerUnavailableError, LoadCancelledError, PoisonRecordError
 from kafkacoord.storage.fold import metadata_policy, offsets_policy
 from kafkacoord.storage.reader import BEGINNING
-from kafkacoord.storage.recovery import ShardRecovery
+from kafkacoord.storage.recovery import PATIENT_FETCH_WAITS_MS, ShardRecovery
 from kafkacoord.storage.topics import InternalTopics, ensure_topics, topic_identities
 
 from .helpers import append_all, expected_state, read_partition
@@ -70,8 +70,11 @@ class Env:
         )
         return ShardRecovery(
             self.cache,
-            lambda: replay_consumer(
-                self.bootstrap, "test-loader", **{"auto.offset.reset": "error"}
+            lambda fetch_wait_ms=None: replay_consumer(
+                self.bootstrap,
+                "test-loader",
+                fetch_wait_ms=fetch_wait_ms,
+                **{"auto.offset.reset": "error"},
             ),
             topic,
             policy,
@@ -222,7 +225,9 @@ def test_poison_records_are_counted_skipped_and_fatal_in_strict_mode(env: Env) -
     strict_cache = StateCache(env.cache_path.with_name("strict"))
     strict = ShardRecovery(
         strict_cache,
-        lambda: replay_consumer(env.bootstrap, "strict", **{"auto.offset.reset": "error"}),
+        lambda fetch_wait_ms=None: replay_consumer(
+            env.bootstrap, "strict", fetch_wait_ms=fetch_wait_ms, **{"auto.offset.reset": "error"}
+        ),
         env.topics.offsets,
         offsets_policy(RETENTION_MS),
         strict=True,
@@ -396,18 +401,19 @@ def test_a_rebuild_of_one_shard_keeps_the_others_decoded_state(env: Env) -> None
     env.assert_matches_log()
 
 
-def test_a_load_whose_consumer_goes_silent_reads_on_with_a_new_one(env: Env) -> None:
+def test_a_load_whose_consumer_goes_silent_reads_on_with_a_patient_one(env: Env) -> None:
     """A consumer that gets neither records nor the end of the log (here: its fetches
-    wait for more bytes than the log holds) is replaced; the load then finishes."""
+    wait for more bytes than the log holds) is replaced by one with a longer fetch wait;
+    the load then finishes."""
     records = workload(seed=11, count=300, keys=20)
     append_all(env.bootstrap, env.topics.offsets, records)
-    made: list[str] = []
+    made: list[int | None] = []
 
-    def consumer() -> Consumer:
+    def consumer(fetch_wait_ms: int | None = None) -> Consumer:
         silent = not made
-        made.append("silent" if silent else "plain")
+        made.append(fetch_wait_ms)
         waits = {"fetch.min.bytes": 100_000_000, "fetch.wait.max.ms": 300_000}
-        return replay_consumer(env.bootstrap, "test-loader", **{
+        return replay_consumer(env.bootstrap, "test-loader", fetch_wait_ms=fetch_wait_ms, **{
             "auto.offset.reset": "error", **(waits if silent else {}),
         })  # fmt: skip
 
@@ -416,18 +422,17 @@ def test_a_load_whose_consumer_goes_silent_reads_on_with_a_new_one(env: Env) -> 
     )
     loads = recovery.recover(range(PARTITIONS), env.identity())
 
-    assert made == ["silent", "plain"]
+    assert made == [None, PATIENT_FETCH_WAITS_MS[0]]
     assert all(load.high_watermark is not None for load in loads.values())
     env.assert_matches_log()
 
 
 def test_a_read_that_no_consumer_gets_further_gives_up(env: Env) -> None:
     append_all(env.bootstrap, env.topics.offsets, workload(seed=12, count=50, keys=5))
-    made = 0
+    made: list[int | None] = []
 
-    def consumer() -> Consumer:
-        nonlocal made
-        made += 1
+    def consumer(fetch_wait_ms: int | None = None) -> Consumer:
+        made.append(fetch_wait_ms)
         return replay_consumer(env.bootstrap, "test-loader", **{
             "auto.offset.reset": "error", "fetch.min.bytes": 100_000_000,
             "fetch.wait.max.ms": 300_000,
@@ -439,4 +444,37 @@ def test_a_read_that_no_consumer_gets_further_gives_up(env: Env) -> None:
     )  # fmt: skip
     with pytest.raises(BrokerUnavailableError, match="new consumers got no further"):
         recovery.recover(range(PARTITIONS), env.identity())
-    assert made >= 3  # it tried new consumers before giving up
+    assert made[:3] == [None, *PATIENT_FETCH_WAITS_MS]  # longer waits before giving up
+
+
+def test_a_partition_of_many_small_batches_loads_to_its_end(env: Env) -> None:
+    """Found by the fault campaign on tansu: a group shard's partition holds a batch per
+    group commit and the embedded broker never compacts, so after tens of thousands of
+    them the replay consumer's short fetch wait found no records at all (the broker lists
+    the stored batches from the start within the wait) and every load of the shard sat at
+    the same offset. The load now moves to a consumer with a longer wait."""
+    batches = 30_000
+    producer = Producer({"bootstrap.servers": env.bootstrap, "acks": "all",
+                         "batch.num.messages": 1, "linger.ms": 0})  # fmt: skip
+    for i in range(batches):
+        key, value = commit(f"g{i % 100}", i % 4, i)
+        producer.produce(env.topics.offsets, value, key, partition=0)
+        if i % 1_000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    made: list[int | None] = []
+
+    def consumer(fetch_wait_ms: int | None = None) -> Consumer:
+        made.append(fetch_wait_ms)
+        return replay_consumer(env.bootstrap, "test-loader", fetch_wait_ms=fetch_wait_ms,
+                               **{"auto.offset.reset": "error"})  # fmt: skip
+
+    recovery = ShardRecovery(
+        env.cache, consumer, env.topics.offsets, offsets_policy(RETENTION_MS), refetch_after_s=2.0
+    )
+    loads = recovery.recover([0], env.identity())
+
+    assert loads[0].high_watermark == batches
+    env.assert_matches_log(partitions=1)
+    if env.broker == "tansu":  # the broker's behaviour the longer wait is for
+        assert made[0] is None and PATIENT_FETCH_WAITS_MS[0] in made, made

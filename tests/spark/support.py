@@ -61,8 +61,11 @@ def load_cache(
     ):
         recovery = ShardRecovery(
             cache,
-            lambda: replay_consumer(
-                bootstrap, "spark-test-cache", **{"auto.offset.reset": "error"}
+            lambda fetch_wait_ms=None: replay_consumer(
+                bootstrap,
+                "spark-test-cache",
+                fetch_wait_ms=fetch_wait_ms,
+                **{"auto.offset.reset": "error"},
             ),
             topic,
             policy,

@@ -134,8 +134,8 @@ def _recovery(
 ) -> ShardRecovery:
     return ShardRecovery(
         cache,
-        lambda: replay_consumer(
-            bootstrap, client_id,
+        lambda fetch_wait_ms=None: replay_consumer(
+            bootstrap, client_id, fetch_wait_ms=fetch_wait_ms,
             **{"auto.offset.reset": "error", "isolation.level": "read_committed"},
         ),
         topic, policy, strict=settings.strict_records, chunk_records=settings.load_chunk_records,
