@@ -9,6 +9,7 @@ topic) are counted and skipped; in strict mode the follower stops at the first.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import cast
 
@@ -18,6 +19,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from kafkacoord.codecs import CodecError, decode_record, record_type_of
 from kafkacoord.coordinator.runtime.shard import Record
 from kafkacoord.storage.clients import (
+    PATIENT_FETCH_WAITS_MS,
     background_fetch_wait_ms,
     base_config,
     close_after,
@@ -27,6 +29,7 @@ from kafkacoord.storage.clients import (
 from kafkacoord.storage.errors import PoisonRecordError
 from kafkacoord.storage.fold import metadata_policy
 from kafkacoord.storage.poison import record_poison
+from kafkacoord.storage.reader import REFETCH_AFTER_S
 
 log = structlog.get_logger(__name__)
 
@@ -50,7 +53,10 @@ class MetadataFollower:
         on_caught_up: Callable[[], None] | None = None,
         start_offset: int = 0,
         wants: KeyFilter | None = None,
+        fetch_wait_ms: int | None = None,
     ) -> None:
+        """``fetch_wait_ms``: the tail's fetch wait (default: the broker's background
+        wait, see :func:`kafkacoord.storage.clients.background_fetch_wait_ms`)."""
         self.topic = topic
         self._wants = wants
         self.poison = 0
@@ -62,28 +68,55 @@ class MetadataFollower:
         self._on_record = on_record
         self._on_caught_up = on_caught_up
         self._closing = threading.Event()
-        self._consumer = Consumer(
+        self._bootstrap, self._client_id = bootstrap, client_id
+        self.patience = 0  # longer fetch waits taken so far (see _reread_if_stalled)
+        self._end_seen = -1  # where the last end-of-log was reported
+        wait_ms = background_fetch_wait_ms(bootstrap) if fetch_wait_ms is None else fetch_wait_ms
+        self._consumer = self._new_consumer(wait_ms, start_offset)
+        self._thread = threading.Thread(target=self._serve, name=f"{client_id}-follow", daemon=True)
+        self._thread.start()
+
+    def _new_consumer(self, fetch_wait_ms: int, offset: int) -> Consumer:
+        consumer = Consumer(
             base_config(
-                bootstrap,
-                client_id,
+                self._bootstrap,
+                self._client_id,
                 **{
-                    "group.id": f"{client_id}-metadata",
+                    "group.id": f"{self._client_id}-metadata",
                     "enable.auto.commit": False,
                     "enable.partition.eof": True,
                     "auto.offset.reset": "earliest",
                     "isolation.level": "read_committed",
-                    **polling_consumer(background_fetch_wait_ms(bootstrap)),
+                    **polling_consumer(fetch_wait_ms),
                 },
             )
         )
-        self._consumer.assign([TopicPartition(topic, 0, start_offset)])
-        self._thread = threading.Thread(target=self._serve, name=f"{client_id}-follow", daemon=True)
-        self._thread.start()
+        consumer.assign([TopicPartition(self.topic, 0, offset)])
+        return consumer
+
+    def _reread_if_stalled(self, silent_s: float) -> bool:
+        """Neither records nor the end of the log at this position for a while: tansu
+        answers a fetch with what it lists within the wait, and on a large partition a
+        short wait finds nothing (see :mod:`kafkacoord.storage.recovery`). Read on with a
+        consumer whose wait is longer; True if the consumer was replaced. A tail quiet
+        at the end of the log it has reached is not stalled."""
+        if silent_s < REFETCH_AFTER_S or self.patience >= len(PATIENT_FETCH_WAITS_MS):
+            return False
+        if self._end_seen == self.position:
+            return False
+        wait_ms = PATIENT_FETCH_WAITS_MS[self.patience]
+        self.patience += 1
+        log.warning("metadata tail stalled; reading on with a longer fetch wait",
+                    topic=self.topic, position=self.position, fetch_wait_ms=wait_ms)  # fmt: skip
+        self._consumer.close()
+        self._consumer = self._new_consumer(wait_ms, self.position)
+        return True
 
     def wait_caught_up(self, timeout_s: float) -> bool:
         return self.caught_up.wait(timeout_s)
 
     def _serve(self) -> None:
+        heard = time.monotonic()
         while not self._closing.is_set():
             try:
                 messages = poll_batch(self._consumer, 5000, 0.1)
@@ -91,6 +124,9 @@ class MetadataFollower:
                 if self._closing.is_set():
                     return
                 raise
+            now = time.monotonic()
+            if messages or self._reread_if_stalled(now - heard):
+                heard = now
             for msg in messages:
                 try:
                     self._on_message(msg)
@@ -104,6 +140,7 @@ class MetadataFollower:
         error = msg.error()
         if error is not None:
             if error.code() == KafkaError._PARTITION_EOF:
+                self._end_seen = cast(int, msg.offset())
                 if not self.caught_up.is_set():
                     self.caught_up.set()
                     if self._on_caught_up is not None:

@@ -28,6 +28,11 @@ _REPLAY_CONSUMER = {
 # Apache Kafka wakes a parked fetch on data, so they wait as long as Kafka's default.
 BACKGROUND_FETCH_WAIT_MS = 50
 KAFKA_FETCH_WAIT_MS = 500
+# The fetch waits of the consumers that follow a stalled one. tansu lists a partition's
+# stored batches from its start within the fetch's wait and answers with what it found
+# by then: past some tens of thousands of batches (it never compacts) a 10 or 50 ms wait
+# finds nothing, and every fetch comes back empty with a later log end.
+PATIENT_FETCH_WAITS_MS = (1_000, 5_000)
 
 
 # The controller's transaction.timeout.ms. A controller killed mid-transaction holds

@@ -22,6 +22,7 @@ from kafkacoord.codecs.models import AvroModel, ControllerKey, ControllerValue, 
 from kafkacoord.codecs.records import RecordType, encode_key
 
 from .cache import ShardId, StateCache
+from .clients import PATIENT_FETCH_WAITS_MS
 from .errors import BrokerUnavailableError, LoadCancelledError, TopicIdentityChangedError
 from .fencing import marker_epoch
 from .fold import ChunkFolder, FoldPolicy, FoldStats
@@ -97,13 +98,6 @@ class ConsumerFactory(Protocol):
     """Makes the replay consumer; ``fetch_wait_ms`` (when given) replaces its fetch wait."""
 
     def __call__(self, *, fetch_wait_ms: int | None = None) -> Consumer: ...
-
-
-# The fetch waits of the consumers that follow a stalled one. The embedded broker (tansu)
-# lists a partition's stored batches from its start within the fetch's wait and answers
-# with what it found by then: past some tens of thousands of batches (it never compacts)
-# a 10 ms wait finds nothing, and every fetch comes back empty with a later log end.
-PATIENT_FETCH_WAITS_MS = (1_000, 5_000)
 
 
 def _add_phases(phases: dict[str, float], **seconds: float) -> None:
