@@ -44,6 +44,7 @@ from kafkacoord.client.errors import RequestError
 from kafkacoord.codecs.models import PartitionValue
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
+from kafkacoord.logs import configure as configure_logging
 from kafkacoord.storage.topics import InternalTopics
 
 from .history import HistoryWriter, Observation, Op, Outcome, now_ns
@@ -397,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pause-s", type=float, default=0.02)
     parser.add_argument("--read-only", action="store_true", help="offsets: fetch only")
     args = parser.parse_args(argv)
+    # The clients' log lines go to stderr: the probe answers the campaign on stdout.
+    configure_logging()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     runs = {"offsets": run_offsets, "agent": run_agent, "controller": run_controller,
