@@ -203,7 +203,7 @@ class CoordinatorClient:
             try:
                 frame = future.result(timeout=min(attempt_timeout, remaining))
             except FutureTimeout:
-                conn.forget(header.correlation_id)
+                conn.abandon(header.correlation_id)
                 last = RequestTimeoutError(api, timeout_s, endpoint)
                 continue
             except ConnectionLostError as exc:

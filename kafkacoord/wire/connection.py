@@ -4,6 +4,10 @@ Callers write their frame straight onto the socket under a lock (no thread hop o
 the way out); one reader thread cuts the replies and completes each caller's
 future. A connection that breaks fails every call in flight with
 :class:`ConnectionLostError`, which callers treat as retriable.
+
+A connection closed with calls in flight is reset, not closed: a request that TCP is
+still retransmitting (the network is cut) is discarded, never delivered when the cut
+heals. Otherwise a commit the client gave up on could land after its later ones.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import contextlib
 import select
 import socket
 import ssl
+import struct
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -29,6 +34,9 @@ from .frames import (
 )
 
 log = structlog.get_logger(__name__)
+
+# SO_LINGER on with a zero timeout: close() sends RST and drops unsent data.
+_RESET_ON_CLOSE = struct.pack("ii", 1, 0)
 
 
 class ConnectionLostError(ConnectionError):
@@ -101,10 +109,12 @@ class Connection:
             self._fail(f"send failed: {exc}")
         return future
 
-    def forget(self, correlation_id: int) -> None:
-        """The caller gave up on this call; a late reply is dropped."""
+    def abandon(self, correlation_id: int) -> None:
+        """The caller gave up on this call: reset the connection, so that its request can
+        never reach the daemon later. The other calls in flight fail as lost (retriable)."""
         with self._pending_lock:
             self._pending.pop(correlation_id, None)
+        self._fail(f"call {correlation_id} abandoned", reset=True)
 
     def _read_loop(self) -> None:
         sock = self._sock
@@ -140,7 +150,7 @@ class Connection:
         if future is not None and not future.done():
             future.set_result(response)
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str, *, reset: bool = False) -> None:
         with self._pending_lock:
             if self.closed:
                 return
@@ -150,8 +160,12 @@ class Connection:
         if pending:
             log.info("connection lost", endpoint=self.endpoint, reason=reason,
                      inflight=len(pending))  # fmt: skip
+        if pending or reset:
+            with contextlib.suppress(OSError):
+                self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
         with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
+            # SHUT_RD wakes the reader thread without queueing a FIN behind unsent data.
+            self._sock.shutdown(socket.SHUT_RD if pending or reset else socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             self._sock.close()
         error = ConnectionLostError(f"connection to {self.endpoint} lost: {reason}")
