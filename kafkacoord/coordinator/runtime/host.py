@@ -1,18 +1,19 @@
-"""Runs one shard: load, then handle requests and timers on one thread.
+"""Runs one shard: load it on a thread of its own, then handle its requests and timers
+in steps driven by a processor.
 
-Per loop turn the host drains its queue, runs each handler and replays the
-returned records into the shard at once (later handlers see them). What a turn
-produced is sent to the writer as one batch (the group commit) while the next
-turns go on; batches finish in order, and each is folded into the RocksDB cache
-before its replies are released (write, then answer). While the pipeline is
-full, turns keep adding to the next batch. A failed append discards the shard
-and rebuilds it from the cache and the log; a fenced writer stops the host for
+In each step the host runs the handler of each event and replays the returned
+records into the shard at once (later handlers see them). What a step produced is
+sent to the writer as one batch (the group commit) while the next steps go on;
+batches finish in order, and each is folded into the RocksDB cache before its
+replies are released (write, then answer). While the pipeline is full, steps keep
+adding to the next batch. A failed append discards the shard and rebuilds it from
+the cache and the log, on a thread of its own; a fenced writer stops the host for
 good.
 
-Driven by a processor, a host steps within a :class:`~.turn.Turn` shared with the
-other shards of that turn: its batch joins the turn's append barrier (the batches
-of all shards finish together, with one wake-up) and its durable batches are folded
-into the turn's one cache write. The outcome of each batch stays its own shard's.
+A host steps within a :class:`~.turn.Turn` shared with the other shards its
+processor drives: its batch joins the turn's append barrier (the batches of all
+shards finish together, with one wake-up) and its durable batches are folded into
+the turn's one cache write. The outcome of each batch stays its own shard's.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ import enum
 import functools
 import heapq
 import itertools
-import queue
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Final
 
 import structlog
 
@@ -90,7 +91,7 @@ class HostStats:
     errors: dict[str, int] = field(default_factory=dict)
 
 
-_STOP = object()
+_STOP: Final = object()  # stop once what was handled is answered
 
 # An internal event that throws is tried again after a backoff that doubles, as
 # Kafka's runtime retries a failed event; one that fails this often is dropped.
@@ -172,23 +173,22 @@ def _by_record_type(decoded: dict[bytes, tuple[AvroModel, AvroModel]]) -> list[R
 
 
 class ShardHost:
-    """Runs one shard: loads it, then handles its requests and timers on one thread, with
-    group commit and write-then-answer (see the module docstring)."""
+    """Runs one shard: loads it, then handles its requests and timers in steps driven by
+    its processor, with group commit and write-then-answer (see the module docstring)."""
 
     def __init__(
         self,
         name: str,
         parts: HostParts,
         *,
+        processor: Processor,
         unavailable: ErrorCode = ErrorCode.NOT_COORDINATOR,
         clock_ms: Callable[[], int] = steady_ms,
-        max_batch: int = 2000,
         max_inflight: int = 4,
         flush_timeout_s: float = 60.0,
         dedupe_entries: int = 10_000,
         on_stopped: Callable[[ShardHost, Exception | None], None] | None = None,
         observer: HostObserver | None = None,
-        processor: Processor | None = None,
         on_active: Callable[[ShardHost], None] | None = None,
     ) -> None:
         self.name = name
@@ -198,7 +198,6 @@ class ShardHost:
         self.stats = HostStats()
         self.shard: Shard | None = None
         self._clock_ms = clock_ms
-        self._max_batch = max_batch
         self._max_inflight = max_inflight
         self._flush_timeout_s = flush_timeout_s
         self._inflight: deque[_Pending] = deque()
@@ -208,12 +207,11 @@ class ShardHost:
         self._dedupe_entries = dedupe_entries
         self._on_stopped = on_stopped
         self._observer: HostObserver = observer or NullObserver()
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._active = threading.Event()
         self._writer: ShardWriter | None = None
         self._processor = processor
         self._on_active = on_active
-        # With a processor: handed over once loaded, unless a stop came first.
+        # Handed to the processor once loaded, unless a stop came first.
         self._lifecycle = threading.Lock()
         self._attached = False
         self._stop_requested = False
@@ -236,8 +234,9 @@ class ShardHost:
         # Set once stopping: when the appends still in flight stop being waited for.
         self._draining_until: float | None = None
         self._stopped = threading.Event()
-        target = self._run if processor is None else self._load_then_attach
-        self._thread = threading.Thread(target=target, name=f"shard-{name}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._load_then_attach, name=f"shard-{name}", daemon=True
+        )
 
     # -- owner API ---------------------------------------------------------------
 
@@ -256,19 +255,15 @@ class ShardHost:
             self._enqueue(request)
 
     def call_soon(self, fn: Callable[[Shard, int], Result]) -> None:
-        """Run ``fn`` on the shard's thread as if it were a handler (tests, admin hooks)."""
+        """Run ``fn`` on the shard as if it were a handler (tests, admin hooks)."""
         self._enqueue(fn)
 
     def _enqueue(self, event: object) -> None:
-        if self._processor is None:
-            self._queue.put(event)
-            return
-        if event is not WAKE:  # a load's own wake-ups are waited for on its thread
-            with self._lifecycle:
-                if not self._attached:
-                    if not self._stop_requested:
-                        self._early.append(event)
-                    return
+        with self._lifecycle:
+            if not self._attached:
+                if not self._stop_requested:
+                    self._early.append(event)
+                return
         self._processor.put(self, event)
 
     @property
@@ -280,11 +275,8 @@ class ShardHost:
         return self._active.wait(timeout_s)
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        if self._processor is None:
-            self._queue.put(_STOP)
-            if self._thread.is_alive() and threading.current_thread() is not self._thread:
-                self._thread.join(timeout_s)
-            return
+        """Stop once what was handled is answered; waits up to ``timeout_s`` for it,
+        except on the processor's thread or the host's loading thread."""
         with self._lifecycle:
             self._stop_requested = True
             attached = self._attached
@@ -293,30 +285,7 @@ class ShardHost:
         if not self._processor.on_its_thread() and threading.current_thread() is not self._thread:
             self._stopped.wait(timeout_s)
 
-    # -- the shard's thread --------------------------------------------------------
-
-    def _run(self) -> None:
-        failure: Exception | None = None
-        try:
-            self._writer = self.parts.make_writer()
-            self._load()
-            while self._turn():
-                pass
-        except WriterFencedError as exc:
-            failure = exc
-            log.error("shard writer fenced; stepping down", shard=self.name, error=str(exc))
-        except PoisonRecordError as exc:
-            # Strict mode: the daemon already reports the record and stops; no traceback.
-            failure = exc
-            log.error("shard load stopped at a poison record", shard=self.name, error=str(exc))
-        except LoadCancelledError as exc:
-            failure = exc  # its owner is closing
-            log.info("shard load cancelled", shard=self.name)
-        except Exception as exc:
-            failure = exc
-            log.exception("shard host failed", shard=self.name)
-        finally:
-            self.finish(failure)
+    # -- the loading thread ------------------------------------------------------------
 
     def _load_then_attach(self) -> None:
         try:
@@ -325,7 +294,6 @@ class ShardHost:
         except Exception as exc:
             self.fail(exc)
             return
-        assert self._processor is not None
         with self._lifecycle:
             if not self._stop_requested:
                 self._attached = True
@@ -361,13 +329,15 @@ class ShardHost:
         self.parts.replies.send([Reply(request.ref, request.api, error)])
 
     def _failure_of(self, exc: Exception) -> Exception:
-        """Log why the host stops, as :meth:`_run` does."""
+        """Log why the host stops: an expected stop with one line, anything else with
+        its traceback."""
         if isinstance(exc, WriterFencedError):
             log.error("shard writer fenced; stepping down", shard=self.name, error=str(exc))
         elif isinstance(exc, PoisonRecordError):
+            # Strict mode: the daemon already reports the record and stops; no traceback.
             log.error("shard load stopped at a poison record", shard=self.name, error=str(exc))
         elif isinstance(exc, LoadCancelledError):
-            log.info("shard load cancelled", shard=self.name)
+            log.info("shard load cancelled", shard=self.name)  # its owner is closing
         else:
             log.error("shard host failed", shard=self.name, error=f"{type(exc).__name__}: {exc}",
                       exc_info=exc)  # fmt: skip
@@ -462,26 +432,10 @@ class ShardHost:
         wait_s = 0.5 if deadline is None else max(0.0, (deadline - self._clock_ms()) / 1000)
         return min(wait_s, 0.5)
 
-    def _turn(self) -> bool:
-        """One loop turn; False once stopped."""
-        try:
-            first = self._queue.get(timeout=self.wait_s())
-        except queue.Empty:
-            first = None
-        events = [] if first is None else [first]
-        while len(events) < self._max_batch:
-            try:
-                events.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
-        return self.step(events)
-
-    def step(self, events: list[object], turn: Turn | None = None) -> bool:
-        """Handle ``events``, fire due timers and move the append pipeline; False once stopped.
-
-        Only the thread that drives this host calls it. Within a processor's ``turn``,
-        a new batch joins the turn's appends and durable ones go into its cache write.
-        """
+    def step(self, events: list[object], turn: Turn) -> bool:
+        """Handle ``events``, fire due timers and move the append pipeline within ``turn``
+        (a new batch joins its appends, durable ones go into its cache write); False
+        once stopped. Only the processor's thread calls it."""
         assert self.shard is not None
         if self._draining_until is not None:
             return self._drain(events, turn)
@@ -506,7 +460,7 @@ class ShardHost:
         self._open.extend(self._fire_timers())
         if later is not None:
             # What was handled is appended and answered before the host stops, but the
-            # driving thread does not wait for it: later steps finish the appends.
+            # processor does not wait for it: later steps finish the appends.
             self._draining_until = time.monotonic() + self._flush_timeout_s
             return self._drain(later, turn)
         self._pump(turn)
@@ -587,7 +541,7 @@ class ShardHost:
                       exc_info=exc)  # fmt: skip
             self._reset_cause = cause
 
-    def _step_resetting(self, events: list[object], turn: Turn | None) -> bool:
+    def _step_resetting(self, events: list[object], turn: Turn) -> bool:
         """A step while a reset waits for the appends before it. Requests are refused as
         loading (retriable); internal events are dropped, as the reload rebuilds what they
         would have told the shard (its owner hands new topics to a loaded shard)."""
@@ -606,14 +560,10 @@ class ShardHost:
         log.warning("reloading shard", shard=self.name, cause=cause)
         if self._writer is not None:
             self._writer.close()
-        if self._processor is not None:
-            self._detach_to_reload()
-        else:
-            self._writer = self.parts.make_writer()
-            self._load()
+        self._detach_to_reload()
         return True
 
-    def _drain(self, events: list[object], turn: Turn | None) -> bool:
+    def _drain(self, events: list[object], turn: Turn) -> bool:
         """A stopping host's step: no new work, its appends move on; False once they
         are all answered (or the flush timeout passed: the shutdown answers the rest)."""
         refused = [Reply(e.ref, e.api, self.unavailable) for e in events if isinstance(e, Request)]
@@ -630,7 +580,6 @@ class ShardHost:
         connection): a reload (a new producer id, the leader marker, the log's tail)
         must not hold it. Meanwhile this shard's requests are refused as loading.
         """
-        assert self._processor is not None
         self._reload_pending = False
         self.state = HostState.LOADING
         self._active.clear()
@@ -708,10 +657,10 @@ class ShardHost:
             self._writer.submit(pending.raw, done)
 
     def _delivered(self, pending: _Pending, offsets: list[int], error: AppendError | None) -> None:
-        """From the writer's thread (or inline): mark done and wake the shard's thread."""
+        """From the writer's thread (or inline), off any turn (a load's activation): mark
+        done and wake :meth:`_flush`."""
         pending.record(offsets, error)
         pending.done = True
-        self._enqueue(WAKE)
         self._wake.set()
 
     def _finished(self, pending: _Pending) -> None:
@@ -765,7 +714,7 @@ class ShardHost:
         self._observer.restarted(self.name, "append_failed")
         if self._writer is not None:
             self._writer.close()
-        if self._processor is not None and self._processor.on_its_thread():
+        if self._processor.on_its_thread():
             self._reload_pending = True  # see _detach_to_reload
             return
         self._writer = self.parts.make_writer()
@@ -826,13 +775,6 @@ class ShardHost:
         self._open = Result()
         if self.shard is not None:
             parked += self.shard.on_unloaded()
-        while True:
-            try:
-                event = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(event, Request):
-                parked.append(Reply(event.ref, event.api, self.unavailable))
         self.parts.replies.send(self._unavailable(parked))
         if self._writer is not None:
             self._writer.close()
