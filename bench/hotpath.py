@@ -49,6 +49,7 @@ from kafkacoord.coordinator.protocol import APIS_BY_KEY, decode_request
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.coordinator.protocol.apis import encode_body
 from kafkacoord.coordinator.runtime import processor as processor_module
+from kafkacoord.coordinator.runtime.appends import AppendPipeline
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.processor import TurnReplies, group_commits, run_turn
 from kafkacoord.coordinator.runtime.shard import RawRecord
@@ -167,7 +168,7 @@ def run_once(data: list[bytes], per_turn: int, split: bool) -> tuple[float, Coun
             # Attached as the daemon's processor would attach it once loaded.
             host.shard = GroupShard(GroupConfig(), partition)
             host.shard.on_loaded(now)
-            host._writer = writer
+            host.appends.writer = writer
             host.state = HostState.ACTIVE
             writers.append(writer)
             hosts[id(host)] = host
@@ -225,8 +226,8 @@ def _unused() -> Any:
 def _split(times: Counter[str]) -> Callable[[], None]:
     """Time the turn's parts; returns what puts the originals back."""
     targets = [
-        (ShardHost, "_handle", "handle"), (ShardHost, "_submit_open", "submit"),
-        (ShardHost, "_release", "release"), (ShardHost, "_store", "store"),
+        (ShardHost, "_handle", "handle"), (AppendPipeline, "_submit_open", "submit"),
+        (AppendPipeline, "_release", "release"), (AppendPipeline, "_store", "store"),
         # Records are encoded inside the handler's guard: "encode" is part of "handle".
         (GroupShard, "fire_timers", "timers"), (group_shard_module, "encode_records", "encode"),
         (processor_module, "_write_cache", "cache_write"),

@@ -23,6 +23,7 @@ from kafkacoord.coordinator.groups.shard import GroupShard
 from kafkacoord.coordinator.runtime.epoch_writer import LeaderEpochWriter
 from kafkacoord.storage.cache import ShardStore
 from kafkacoord.storage.errors import AppendError
+from kafkacoord.storage.topics import InternalTopics
 
 FAULTS = (
     "handler", "encode", "append", "group-timer", "group-event", "group-cache",
@@ -49,12 +50,25 @@ def _throwing(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     return patched
 
 
+def _cache_write_throwing(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A shard's cache write in a processor turn (every live write, the controller's
+    and the group shards'): it throws as ``controller-cache`` or ``group-cache``."""
+    metadata = InternalTopics(prefix=os.environ.get("KAFKACOORD_TOPIC_PREFIX", "__kc_")).metadata
+
+    def patched(store: ShardStore, *args: Any, **kwargs: Any) -> Any:
+        name = "controller-cache" if store.shard.topic == metadata else "group-cache"
+        if armed(name):
+            raise RuntimeError(f"injected {name} fault")
+        return original(store, *args, **kwargs)
+
+    return patched
+
+
 def install() -> None:
     OffsetManager.commit = _throwing("handler", OffsetManager.commit)  # type: ignore[method-assign]
     GroupShard._fire = _throwing("group-timer", GroupShard._fire)  # type: ignore[method-assign]
     GroupShard.on_topics = _throwing("group-event", GroupShard.on_topics)  # type: ignore[method-assign]
-    ShardStore.stage = _throwing("group-cache", ShardStore.stage)  # type: ignore[method-assign]
-    ShardStore.apply = _throwing("controller-cache", ShardStore.apply)  # type: ignore[method-assign]
+    ShardStore.stage = _cache_write_throwing(ShardStore.stage)  # type: ignore[method-assign]
     ControllerShard._fire_timer = _throwing("controller-timer", ControllerShard._fire_timer)  # type: ignore[method-assign]
 
     value = offset_manager.offset_commit_value

@@ -363,7 +363,7 @@ def test_a_failed_append_reloads_its_shard_off_the_processor_while_the_others_an
         return make_writer()
 
     host.parts = dataclasses.replace(host.parts, make_writer=slow_writer)
-    host._writer = FailNextAppends(make_writer())
+    host.appends.writer = FailNextAppends(make_writer())
 
     # The failing shard's append fails: its caller may retry elsewhere, and it reloads.
     _, failed = commit(SHARDS + failing, recorder)
@@ -425,8 +425,9 @@ def holding_appends_of(
     """Every shard answered once; then ``shard``'s appends wait until released."""
     recorder = committed_once_per_shard(shards, cache)
     host = shards.hosts[shard]
-    held = HoldAppends(host._writer)
-    host._writer = held
+    assert host.appends.writer is not None
+    held = HoldAppends(host.appends.writer)
+    host.appends.writer = held
     return recorder, host, held
 
 

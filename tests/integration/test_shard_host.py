@@ -37,9 +37,10 @@ from .helpers import append_all, read_partition
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(name="driver", params=["thread", "processor", "loop"])
+@pytest.fixture(name="driver", params=["processor", "loop"])
 def driver_fixture(request: pytest.FixtureRequest) -> str:
-    """What drives the host: its own thread, a shared processor, or an event loop."""
+    """What drives the host: a processor's thread (as the controller shard is driven),
+    or the listener's event loop (as the daemon drives its group shards)."""
     return str(request.param)
 
 
@@ -102,7 +103,7 @@ class Served:
         *,
         routes: StaticRoutes | None = None,
         strict: bool | None = None,
-        driver: str = "thread",
+        driver: str = "processor",
         on_active: Callable[[ShardHost], None] | None = None,
     ) -> None:
         self.shard = NodeBook()
@@ -121,13 +122,11 @@ class Served:
         self.listener = Listener("127.0.0.1", 0, RequestDispatcher(to_host, no_groups)).start()
         loop, loop_thread = self.listener.loop, self.listener.thread_id
         assert loop is not None and loop_thread is not None
-        # The same host, driven three ways: a thread of its own, a shared processor
-        # thread, or the listener's own event loop (as the daemon drives group shards).
-        self.processor: Processor | None = None
-        if driver == "processor":
-            self.processor = ShardProcessor("test-shards")
-        elif driver == "loop":
-            self.processor = LoopProcessor(loop, loop_thread)
+        # The same host, driven two ways: on a processor's thread, or on the listener's
+        # own event loop.
+        self.processor: Processor = (
+            LoopProcessor(loop, loop_thread) if driver == "loop" else ShardProcessor("test-shards")
+        )
         recovery = ShardRecovery(
             cache, lambda: replay_consumer(bootstrap, "host-loader"), topics.metadata,
             metadata_policy(), strict=strict,
@@ -144,9 +143,8 @@ class Served:
         )
         self.stopped_with: list[Exception | None] = []
         self.host = ShardHost(
-            "metadata-0", parts, unavailable=ErrorCode.NOT_CONTROLLER,
-            on_stopped=lambda _, exc: self.stopped_with.append(exc), processor=self.processor,
-            on_active=on_active,
+            "metadata-0", parts, processor=self.processor, unavailable=ErrorCode.NOT_CONTROLLER,
+            on_stopped=lambda _, exc: self.stopped_with.append(exc), on_active=on_active,
         ).start()  # fmt: skip
         if strict:
             return
@@ -167,8 +165,7 @@ class Served:
     def close(self) -> None:
         self.stop_listening()
         self.host.stop()
-        if self.processor is not None:
-            self.processor.close()
+        self.processor.close()
         self.listener.close()
 
 
@@ -219,7 +216,7 @@ def test_work_queued_as_the_host_becomes_active_runs_once_it_is_driven(
     bootstrap: str, topics: InternalTopics, tmp_path: Path, driver: str
 ) -> None:
     # As the group service does: once a shard is active it queues the current topics,
-    # before the processor (if any) drives the host.
+    # before the processor drives the host.
     ran = threading.Event()
 
     def queued(shard: Shard, now: int) -> Result:

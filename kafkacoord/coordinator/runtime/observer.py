@@ -1,7 +1,7 @@
 """What a shard host reports as it works: the hook for metrics.
 
-The host calls these on its own thread, so an observer must be cheap and must not
-block. :class:`NullObserver` is the default.
+The host calls these on its processor's thread (or the thread that loads it), so an
+observer must be cheap and must not block. :class:`NullObserver` is the default.
 """
 
 from __future__ import annotations

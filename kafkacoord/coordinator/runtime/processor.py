@@ -1,10 +1,17 @@
-"""One thread that drives many shard hosts, as Kafka's coordinator runtime does.
+"""Processors: what drives shard hosts, as Kafka's coordinator runtime drives its
+shards with one event processor.
 
-With a thread per shard, every request costs a thread switch into its shard and the
-shards' turns contend for the interpreter. The processor takes every hosted shard's
-events from one queue and gives each host that has events, or a timer due, one turn
-per batch; under load a turn handles many requests and one append carries them all.
-A host loads on a thread of its own and is driven here only once it is active.
+Every host is driven by a processor, and only there: the processor takes the events
+of all its hosts from one queue and gives each host that has events, or a timer due,
+one step per turn (:func:`run_turn`); under load a turn handles many requests and one
+append carries them all. With a thread per shard, every request would cost a thread
+switch into its shard and the shards' turns would contend for the interpreter. A host
+loads on a thread of its own and is driven here only once it is active.
+
+:class:`ShardProcessor` runs its turns on a thread of its own: the controller shard
+has one to itself, as a controller step waits for its transaction's commit.
+:class:`LoopProcessor` runs them on an event loop's thread: the daemon's group shards
+take their turns on the listener's loop.
 
 A turn is also a group commit across shards (:mod:`.turn`): the batches every shard
 sends in one turn finish together and wake the processor once, and the next turn
@@ -56,7 +63,8 @@ class TurnReplies:
 
 
 class ShardProcessor:
-    """Drives hosts on a thread of its own."""
+    """Drives hosts on a thread of its own (the controller's; group shards outside the
+    daemon)."""
 
     def __init__(
         self,

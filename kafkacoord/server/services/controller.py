@@ -12,6 +12,10 @@ controllers follow the metadata log): a thread folds ``__kc_metadata`` into the
 RocksDB cache and keeps the decoded state, then tails the log every 2 s. The
 activation's load continues that tail, so a takeover reads only what the log
 gained since, and a daemon that starts loads while its election is pending.
+
+The controller shard is driven as the group shards are, by a processor: one of its
+own (a thread), since a controller step waits for its transaction's commit and a
+failover's turn can be long.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import structlog
 from kafkacoord.coordinator.controller.config import ControllerConfig
 from kafkacoord.coordinator.controller.shard import ControllerShard
 from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.runtime.driven import Processor
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
 from kafkacoord.coordinator.runtime.restarts import RestartBackoff
@@ -74,6 +79,7 @@ class ControllerService:
         recovery: ShardRecovery,
         make_writer: Callable[[], ShardWriter],
         make_election: ElectionFactory,
+        processor: Processor,
         endpoint: str | None = None,
         incarnation: str | None = None,
         on_change: Callable[[bool], None] | None = None,
@@ -92,6 +98,8 @@ class ControllerService:
         self._recovery = recovery
         self._make_writer = make_writer
         self._make_election = make_election
+        # Drives each activation's host; closed with the service.
+        self._processor = processor
         self._election: ControllerElection | None = None
         self._endpoint = endpoint
         self._on_change = on_change
@@ -170,6 +178,8 @@ class ControllerService:
                 endpoint=self._endpoint,
             ),
             make_writer=self._make_writer,
+            # Sent after the turn's cache write: a reply never runs ahead of the cache.
+            replies=self._processor.replies,
         )
 
     # -- the standby ---------------------------------------------------------------------
@@ -229,8 +239,9 @@ class ControllerService:
             self._backoff.started()
             log.info("activating controller", node_id=self.settings.node_id)
             self.host = ShardHost(
-                "controller", self._parts(), unavailable=ErrorCode.NOT_CONTROLLER,
-                on_stopped=self._stopped, observer=self._observer,
+                "controller", self._parts(), processor=self._processor,
+                unavailable=ErrorCode.NOT_CONTROLLER, on_stopped=self._stopped,
+                observer=self._observer,
             ).start()  # fmt: skip
         if self._on_change is not None:
             self._on_change(True)
@@ -286,6 +297,7 @@ class ControllerService:
         host = self.host
         if host is not None:
             host.stop()
+        self._processor.close()
         if self._standby is not None and self._standby.is_alive():
             # A pass stops at its next chunk; the owner closes the cache after this.
             self._standby.join(timeout=60)

@@ -25,7 +25,7 @@ from .election import ControllerElection
 from .groups import GroupService
 from .topic_metadata import TopicWatcher
 
-__all__ = ["controller_service", "group_service"]
+__all__ = ["controller_processor", "controller_service", "group_service"]
 
 IdentityProbe = Callable[[str], str | None]
 """The broker's id for a topic now (None when it has none): a reload checks it."""
@@ -44,8 +44,10 @@ def controller_service(
     observer: HostObserver | None = None,
     identity_probe: IdentityProbe | None = None,
     delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
+    processor: Processor | None = None,
 ) -> ControllerService:
-    """The controller service, not yet started."""
+    """The controller service, not yet started; its shard is driven by ``processor``
+    (default: a thread of its own, as a controller step waits for its transaction)."""
     topics = settings.topics
     name = f"kafkacoord-{settings.node_id}"
 
@@ -68,10 +70,17 @@ def controller_service(
         make_writer=lambda: TransactionalWriter(
             bootstrap, topics.metadata, 0, transactional_id=f"{topics.prefix}controller"
         ),
-        make_election=make_election, endpoint=endpoint, incarnation=incarnation,
+        make_election=make_election, processor=processor or controller_processor(),
+        endpoint=endpoint, incarnation=incarnation,
         on_change=on_change, observer=observer,
         standby_interval_s=STANDBY_INTERVAL_S if settings.controller_standby else None,
     )  # fmt: skip
+
+
+def controller_processor() -> ShardProcessor:
+    """The controller shard's processor: a thread that drives only it. At most 2000
+    events a turn: one controller transaction carries at most that many requests' records."""
+    return ShardProcessor("controller-shard", max_batch=2000)
 
 
 def group_service(

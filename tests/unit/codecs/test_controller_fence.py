@@ -20,7 +20,7 @@ from kafkacoord.codecs.models import (
     TopicValue,
 )
 from kafkacoord.coordinator.controller.image import MetadataImage
-from kafkacoord.coordinator.runtime import host
+from kafkacoord.coordinator.runtime import loader
 from kafkacoord.coordinator.runtime.shard import Record
 from kafkacoord.spark.source.fence import Fence
 from kafkacoord.storage import fencing as storage
@@ -102,9 +102,9 @@ def test_every_reader_of_the_metadata_log_uses_this_fence() -> None:
     assert isinstance(folder.controller_fence, ControllerEpochFence)
     assert folder.controller_epoch == 4
     assert issubclass(Fence, ControllerEpochFence)
-    assert host.replay_order(Record(PartitionKey("t", 0), partition(7))) == 7
-    assert host.replay_order(Record(ControllerKey(), controller(8))) == 8
-    assert host.replay_order(Record(TopicKey("t"), None)) == NO_EPOCH
+    assert loader.replay_order(Record(PartitionKey("t", 0), partition(7))) == 7
+    assert loader.replay_order(Record(ControllerKey(), controller(8))) == 8
+    assert loader.replay_order(Record(TopicKey("t"), None)) == NO_EPOCH
 
 
 _KINDS = st.sampled_from(["controller", "partition", "topic", "node", "tombstone"])

@@ -1,6 +1,6 @@
 """What a request gets when it reaches the processor before (or after) its host is
 attached: a host that has not stopped is loading or about to attach, so the answer is
-retriable (no broker, no thread: the host is never started)."""
+retriable (no broker, no thread: the host is never started, its processor never runs)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any, cast
 import pytest
 
 from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.runtime.driven import DrivenHost
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.processor import run_turn
 from kafkacoord.coordinator.runtime.shard import Reply, Request, RequestRef
@@ -25,11 +26,30 @@ class Replies:
         self.sent.extend(replies)
 
 
+class Idle:
+    """A processor that is never run: its turns are the test's own ``run_turn``."""
+
+    def __init__(self, replies: Replies) -> None:
+        self.replies = replies
+
+    def put(self, host: DrivenHost, event: object) -> None:
+        raise AssertionError("nothing is queued for a host that was never started")
+
+    def put_many(self, events: Sequence[tuple[DrivenHost, object]]) -> None:
+        raise AssertionError("nothing is queued for a host that was never started")
+
+    def on_its_thread(self) -> bool:
+        return True
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        pass
+
+
 def _host(state: HostState) -> tuple[ShardHost, Replies]:
     replies = Replies()
     unused = cast(Any, None)
     parts = HostParts(unused, "identity", offsets_policy(60_000), unused, unused, unused, replies)
-    host = ShardHost("offsets-0", parts)
+    host = ShardHost("offsets-0", parts, processor=Idle(replies))
     host.state = state
     return host, replies
 
