@@ -29,10 +29,9 @@ from kafkacoord.coordinator.protocol.controller_api import (
 )
 
 from .batch import Batch
-from .changes import Election, apply_change
 from .config import ControllerConfig
-from .election import preferred_election
 from .image import TP
+from .partition_change import partition_change
 from .partitions import PartitionManager, existing_partition
 from .rebalance import partitions_to_rebalance
 
@@ -92,14 +91,14 @@ class LeadershipManager:
                 ErrorCode.ELECTION_NOT_NEEDED,
                 f"preferred replica {preferred} already leads {name}",
             )
-        result = preferred_election(current.replicas, current.isr, batch.live())
-        if result is None:
+        change = partition_change(batch, current)
+        if not change.elect_preferred(batch.live()):
             raise ProtocolError(
                 ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                 f"preferred replica {preferred} of {name} is not live or not in the ISR "
                 f"{list(current.isr)}",
             )
-        apply_change(batch, current, leader=result.leader, election=Election.PREFERRED)
+        change.put()
 
     def _unclean(self, batch: Batch, current: PartitionValue) -> None:
         name = f"{current.topic}-{current.partition}"
@@ -107,13 +106,11 @@ class LeadershipManager:
             raise ProtocolError(
                 ErrorCode.ELECTION_NOT_NEEDED, f"{name} has a leader ({current.leader})"
             )
-        elected = self.partitions.elect_offline(batch, current, batch.live(), unclean=True)
-        if elected is None:
+        if not self.partitions.elect_offline(batch, current, batch.live(), unclean=True):
             raise ProtocolError(
                 ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                 f"no replica of {name} is live (replicas {list(current.replicas)})",
             )
-        batch.put_partition(elected)
 
     # -- auto leader rebalance -----------------------------------------------------------------
 
@@ -141,7 +138,7 @@ class LeadershipManager:
             current = batch.partition(topic, partition)
             if current is None:
                 continue
-            result = preferred_election(current.replicas, current.isr, live)
-            if result is not None:
-                apply_change(batch, current, leader=result.leader, election=Election.PREFERRED)
+            change = partition_change(batch, current)
+            if change.elect_preferred(live):
+                change.put()
         return len(chosen) >= cap

@@ -50,7 +50,6 @@ from .nodes import ISR_SHRINK_TIMER, SESSION_TIMER, NodeManager
 from .partitions import PartitionManager
 from .reassignments import ReassignmentManager
 from .rebalance_execution import EXECUTE_TIMER, STEP_INTERVAL_MS, RebalanceExecutor
-from .records import controller_record
 from .states import ReplicaState, ReplicaStateMachine
 from .topic_configs import TopicConfigManager
 from .topic_creation import TopicCreator
@@ -164,9 +163,7 @@ class ControllerShard:
         self._loaded = True
         batch = self._batch(now_ms)
         # The new epoch goes first: every decision after it carries it.
-        batch.records.append(
-            controller_record(self.epoch, self.node_id, self.incarnation, now_ms, self.endpoint)
-        )
+        batch.put_controller(self.node_id, self.incarnation, self.endpoint)
         self.nodes.start_sessions(batch)
         # A fencing whose partition records did not all make it: finish it.
         fenced = {node_id for node_id, node in self.image.nodes.items() if node.fenced}
