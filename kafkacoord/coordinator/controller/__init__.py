@@ -6,7 +6,7 @@ Algorithms:
   topics and partitions (Kafka's ``AdminUtils.assignReplicasToBrokers``).
 - :mod:`~kafkacoord.coordinator.controller.election`: partition leader election
   strategies (Kafka's ``PartitionLeaderElectionAlgorithms``).
-- :mod:`~kafkacoord.coordinator.controller.rebalance`: the auto leader rebalance check
+- :mod:`~kafkacoord.coordinator.controller.leader_rebalance`: the auto leader rebalance check
   (Kafka's ``checkAndTriggerAutoLeaderRebalance``).
 
 The state machine:

@@ -11,7 +11,7 @@ The auto rebalance runs on the ``leader-rebalance`` timer every
 ``leader_imbalance_check_interval_ms``: for each broker whose imbalance ratio is above
 ``leader_imbalance_per_broker_percentage``, a preferred election for its partitions whose
 preferred replica is live and in the ISR, that are not being reassigned and whose topic
-is not being deleted (:func:`rebalance.partitions_to_rebalance`). At most
+is not being deleted (:func:`.leader_rebalance.partitions_to_rebalance`). At most
 ``max_rebalance_elections_per_run`` elections per run; a full run continues
 ``rebalance_continue_delay_ms`` later.
 """
@@ -31,9 +31,9 @@ from kafkacoord.coordinator.protocol.controller_api import (
 from .batch import Batch
 from .config import ControllerConfig
 from .image import TP
+from .leader_rebalance import partitions_to_rebalance
 from .partition_change import partition_change
 from .partitions import PartitionManager, existing_partition
-from .rebalance import partitions_to_rebalance
 
 __all__ = ["REBALANCE_TIMER", "LeadershipManager"]
 
@@ -114,7 +114,7 @@ class LeadershipManager:
 
     # -- auto leader rebalance -----------------------------------------------------------------
 
-    def rebalance(self, batch: Batch) -> bool:
+    def rebalance_leaders(self, batch: Batch) -> bool:
         """One rebalance run; ``True`` when it stopped at the cap (more may be needed)."""
         image = batch.image
         assignment: dict[TP, tuple[int, ...]] = {}
