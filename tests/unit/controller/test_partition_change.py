@@ -179,7 +179,11 @@ def test_elections_draw_on_the_elr_then_the_last_known_leader_then_unclean() -> 
     remembered = value((1, 2), (), NO_LEADER, last_known=(2,))
     change = builder(remembered, min_isr=2)
     assert change.elect_offline({2}, unclean=False)
-    assert (change.leader, change.isr, change._election) == (2, (2,), "last_known_leader")
+    new = change.build()
+    assert new is not None
+    assert (new.leader, new.isr, new.last_known_elr, new.election) == (
+        2, (2,), (), "last_known_leader",
+    )  # fmt: skip
     nobody = value((1, 2), (), NO_LEADER)
     assert not builder(nobody, min_isr=2).elect_offline({2}, unclean=False)
     change = builder(nobody, min_isr=2)
