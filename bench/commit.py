@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -47,6 +48,8 @@ from collections import deque
 from concurrent.futures import Future
 from pathlib import Path
 from typing import cast
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.appender
 
 from benchlib import (
     BROKERS,
@@ -68,10 +71,10 @@ from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.server.settings import Settings
-from kafkacoord.storage.appender import Appender
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import ensure_topics
 from kafkacoord.wire import ResponseFrame
+from tests.appender import Appender
 
 GROUPS = 16
 PARTITIONS = 8

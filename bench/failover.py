@@ -52,6 +52,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.appender
+
 from benchlib import BROKERS, broker_for, py_spy, stop_py_spy
 from confluent_kafka.admin import NewTopic
 
@@ -66,11 +68,11 @@ from kafkacoord.server.services.controller import ControllerService
 from kafkacoord.server.services.dispatch import RequestDispatcher, reject
 from kafkacoord.server.services.factory import controller_service
 from kafkacoord.server.settings import Settings
-from kafkacoord.storage.appender import Appender
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import ensure_topics
 from kafkacoord.wire import Listener
+from tests.appender import Appender
 
 NODES = 10
 RAW_TOPIC = "bench_raw_appends"

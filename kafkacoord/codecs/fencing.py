@@ -1,11 +1,14 @@
 """Epoch fencing of the internal topics: the pure rules, no I/O.
 
-Two fences, one per topic family:
+Two fences, one per topic family, and the rule of one partition's epochs:
 
 - :class:`ControllerEpochFence` (``__kc_metadata``): Kafka's StaleControllerEpoch
   rule. A ``ControllerRecord`` raises the fence to its epoch; a decision stamped with a
   lower ``controller_epoch`` is a deposed controller's late write.
 - :class:`LeaderEpochFence` (``__kc_offsets``), below.
+- :func:`partition_epoch_order`: where a partition's leader and partition epochs stand
+  against the ones held. The controller refuses an ``AlterPartition`` by it, and a node
+  agent takes a partition record by it (Kafka's ``becomeLeaderOrFollower``).
 
 Every record a shard leader appends carries its leader epoch in a record header.
 A new leader first appends a ``ShardLeader`` record with its epoch; from there on,
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from enum import Enum
 from typing import Final
 
 from .errors import CodecError
@@ -75,6 +79,38 @@ class ControllerEpochFence:
         return True
 
 
+class EpochOrder(Enum):
+    """Where one partition state's epochs stand against another's."""
+
+    OLDER_LEADER_EPOCH = "older leader epoch"
+    NEWER_LEADER_EPOCH = "newer leader epoch"
+    OLDER_PARTITION_EPOCH = "same leader epoch, older partition epoch"
+    NEWER_PARTITION_EPOCH = "same leader epoch, newer partition epoch"
+    SAME = "same epochs"
+
+    @property
+    def leader_epoch_differs(self) -> bool:
+        return self in (EpochOrder.OLDER_LEADER_EPOCH, EpochOrder.NEWER_LEADER_EPOCH)
+
+
+def partition_epoch_order(
+    leader_epoch: int, partition_epoch: int, held_leader_epoch: int, held_partition_epoch: int
+) -> EpochOrder:
+    """Kafka's partition fencing: the leader epoch decides (a new one means a new leader,
+    or a reassignment under way); within one leader epoch, the partition epoch (the ISR or
+    the replicas changed). The controller bumps the partition epoch whenever it bumps the
+    leader epoch, so the two never disagree."""
+    if leader_epoch != held_leader_epoch:
+        if leader_epoch < held_leader_epoch:
+            return EpochOrder.OLDER_LEADER_EPOCH
+        return EpochOrder.NEWER_LEADER_EPOCH
+    if partition_epoch < held_partition_epoch:
+        return EpochOrder.OLDER_PARTITION_EPOCH
+    if partition_epoch > held_partition_epoch:
+        return EpochOrder.NEWER_PARTITION_EPOCH
+    return EpochOrder.SAME
+
+
 def epoch_headers(epoch: int) -> list[tuple[str, str | bytes | None]]:
     return [(EPOCH_HEADER, _EPOCH.pack(epoch))]
 
@@ -126,10 +162,12 @@ __all__ = [
     "EPOCH_HEADER",
     "NO_EPOCH",
     "ControllerEpochFence",
+    "EpochOrder",
     "Headers",
     "LeaderEpochFence",
     "controller_epoch_of",
     "epoch_headers",
     "header_epoch",
     "marker_epoch",
+    "partition_epoch_order",
 ]

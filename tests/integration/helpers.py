@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from kafkacoord.codecs import CodecError, decode_record
-from kafkacoord.storage.appender import Appender
+from tests.appender import Appender
 
 
 def append_all(

@@ -1,4 +1,5 @@
-"""The appender on a real broker: durable acks, order, group commit, failures."""
+"""The appender the tests and benches write with (tests/appender.py) on a real broker:
+durable acks, order, group commit, failures."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import threading
 
 import pytest
 
-from kafkacoord.storage.appender import Appended, Appender, PendingRecord
 from kafkacoord.storage.broker import free_port
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.errors import AppendError
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
+from tests.appender import Appended, Appender, PendingRecord
 
 from .helpers import read_partition
 

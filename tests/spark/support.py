@@ -11,12 +11,12 @@ from confluent_kafka.admin import NewTopic
 
 from kafkacoord.codecs import encode_key, encode_value
 from kafkacoord.codecs.models import AvroModel
-from kafkacoord.storage.appender import Appender
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client, replay_consumer
 from kafkacoord.storage.fold import metadata_policy, offsets_policy
 from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
 from kafkacoord.storage.topics import InternalTopics, ensure_topics, topic_identities
+from tests.appender import Appender
 
 Raw = tuple[int, bytes | None, bytes | None]
 

@@ -4,7 +4,8 @@ For each partition record that names this node: ignore it when its controller
 epoch is older than the newest seen (a stale controller), apply it only when
 its leader epoch is newer than the one held, then tell the application whether
 it now leads or follows. A partition that stops naming the node, or is deleted,
-stops the replica.
+stops the replica. Both rules are the shared ones of :mod:`kafkacoord.codecs.fencing`:
+the controller epoch fence, and the order of a partition's leader and partition epochs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from kafkacoord.codecs.fencing import ControllerEpochFence, EpochOrder, partition_epoch_order
 from kafkacoord.codecs.models import (
     ControllerValue,
     PartitionKey,
@@ -52,15 +54,20 @@ class ReplicaManager:
 
     def __init__(self, node_id: int) -> None:
         self.node_id = node_id
-        self.controller_epoch = -1
+        self.fence = ControllerEpochFence()
         self.replicas: dict[tuple[str, int], PartitionValue] = {}
         self.roles: dict[tuple[str, int], Role] = {}
         self.stale_ignored = 0
 
+    @property
+    def controller_epoch(self) -> int:
+        """The newest controller epoch seen (-1 before any)."""
+        return self.fence.epoch
+
     def apply(self, record: Record) -> list[Transition]:
         key, value = record.key, record.value
         if isinstance(value, ControllerValue):
-            self.controller_epoch = max(self.controller_epoch, value.epoch)
+            self.fence.admit(value)
             return []
         if isinstance(key, PartitionKey):
             if value is None:
@@ -73,19 +80,24 @@ class ReplicaManager:
         return []
 
     def _partition(self, state: PartitionValue) -> list[Transition]:
-        if state.controller_epoch < self.controller_epoch:
+        # A decision proves its controller's epoch, so it raises the fence as that
+        # controller's record would (compaction may have dropped the record).
+        if not self.fence.admit_epoch(state.controller_epoch, announces=True):
             self.stale_ignored += 1
             return []
-        self.controller_epoch = state.controller_epoch
         tp = (state.topic, state.partition)
         if self.node_id not in state.replicas:
             return self._stop(tp, deleted=False)
         held = self.replicas.get(tp)
-        if held is not None and state.leader_epoch <= held.leader_epoch:
-            # Same leadership, newer ISR or replicas: keep it, no callback.
-            if state.partition_epoch > held.partition_epoch:
-                self.replicas[tp] = state
-            return []
+        if held is not None:
+            order = partition_epoch_order(state.leader_epoch, state.partition_epoch,
+                                          held.leader_epoch, held.partition_epoch)  # fmt: skip
+            if order is not EpochOrder.NEWER_LEADER_EPOCH:
+                # An older leadership is ignored; the same one with a newer ISR or
+                # replicas is kept, with no callback.
+                if order is EpochOrder.NEWER_PARTITION_EPOCH:
+                    self.replicas[tp] = state
+                return []
         self.replicas[tp] = state
         role = Role.LEADER if state.leader == self.node_id else Role.FOLLOWER
         self.roles[tp] = role

@@ -4,11 +4,17 @@ Handlers never change the image: the runtime replays their records after they re
 A :class:`Batch` collects the records and overlays them on the image, so a handler that
 changes the same key several times (a reassignment's steps, two fencings in one timer
 run) computes each change from the previous one.
+
+Every record a batch holds carries its controller epoch (docs/architecture.md#controller-epoch),
+and the batch alone puts it there: values reach its ``put_*`` methods with
+:data:`~.records.EPOCH_FROM_BATCH` and are stamped with :attr:`Batch.epoch`; a value that
+carries another epoch is refused with a ``ValueError``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Final, TypeAlias
 
 from kafkacoord.codecs.models import (
     NodeValue,
@@ -22,6 +28,8 @@ from kafkacoord.coordinator.runtime.shard import Record
 
 from .image import TP, MetadataImage, is_live_node
 from .records import (
+    EPOCH_FROM_BATCH,
+    controller_record,
     node_record,
     partition_record,
     partition_tombstone,
@@ -34,6 +42,23 @@ from .states import PartitionPhase, check_partition_transition, partition_phase
 __all__ = ["Batch"]
 
 _MISSING = object()
+
+Stamped: TypeAlias = NodeValue | TopicValue | PartitionValue | RebalanceValue
+"""The values that carry the epoch of the controller that wrote them."""
+
+# Stamping sets the field on the value rather than copying it: a value reaches a batch
+# fresh from its builder, seen by nothing else, and a failover puts hundreds of thousands.
+_set_field: Final = object.__setattr__
+
+
+def _named(value: Stamped) -> str:
+    if isinstance(value, PartitionValue):
+        return f"partition {value.topic}-{value.partition}"
+    if isinstance(value, NodeValue):
+        return f"node {value.node_id}"
+    if isinstance(value, TopicValue):
+        return f"topic {value.name!r}"
+    return f"rebalance {value.proposal_id}"
 
 
 class Batch:
@@ -57,6 +82,8 @@ class Batch:
     def __init__(
         self, image: MetadataImage, epoch: int, now_ms: int, *, elr_min_isr: int | None = None
     ) -> None:
+        if epoch < 0:
+            raise ValueError(f"a batch writes with a controller's epoch, not {epoch}")
         self.image = image
         self.epoch = epoch
         self.now_ms = now_ms
@@ -176,16 +203,39 @@ class Batch:
 
     # -- writes ---------------------------------------------------------------------------------
 
+    def _stamp(self, value: Stamped) -> None:
+        """Stamp ``value`` with this batch's controller epoch; refuse one that carries
+        another."""
+        stamped = value.controller_epoch
+        if stamped == self.epoch:
+            return
+        if stamped != EPOCH_FROM_BATCH:
+            raise ValueError(
+                f"{_named(value)} carries controller epoch {stamped}, but this batch writes "
+                f"epoch {self.epoch}: a record takes its epoch from the batch it is put in"
+            )
+        _set_field(value, "controller_epoch", self.epoch)
+
+    def put_controller(self, node_id: int, incarnation: str, endpoint: str | None) -> None:
+        """The controller record that claims this batch's epoch: the first record a
+        controller writes once loaded."""
+        self.records.append(
+            controller_record(self.epoch, node_id, incarnation, self.now_ms, endpoint)
+        )
+
     def put_node(self, value: NodeValue) -> None:
+        self._stamp(value)
         self._nodes[value.node_id] = value
         self._live = None
         self.records.append(node_record(value))
 
     def put_rebalance(self, value: RebalanceValue) -> None:
+        self._stamp(value)
         self._rebalance = value
         self.records.append(rebalance_record(value))
 
     def put_topic(self, value: TopicValue) -> None:
+        self._stamp(value)
         self._topics[value.name] = value
         self.records.append(topic_record(value))
 
@@ -210,6 +260,7 @@ class Batch:
                     value.topic, value.partition, a, b
                 ):
                     return False
+        self._stamp(value)
         self._partitions[key] = value
         if value.reassignment is not None or (old is not None and old.reassignment is not None):
             self.reassign_keys[key] = None
@@ -220,12 +271,21 @@ class Batch:
         """Record new values of existing partitions that are ONLINE or OFFLINE: valid from any
         existing state, so no transition check (the bulk path of a failover)."""
         partitions, records, moving = self._partitions, self.records, self.reassign_keys
+        epoch = self.epoch
+        # :meth:`_stamp` and :func:`.records.partition_record` inline: a failover puts
+        # hundreds of thousands.
         for value in values:
-            key = (value.topic, value.partition)
+            stamped = value.controller_epoch
+            if stamped == EPOCH_FROM_BATCH:
+                _set_field(value, "controller_epoch", epoch)
+            elif stamped != epoch:
+                self._stamp(value)  # refuses it
+            topic, partition = value.topic, value.partition
+            key = (topic, partition)
             partitions[key] = value
             if value.reassignment is not None:
                 moving[key] = None
-            records.append(partition_record(value))
+            records.append(Record(PartitionKey(topic, partition), value))
 
     def delete_partition(self, topic: str, partition: int) -> bool:
         """Tombstone a partition: valid only from OFFLINE (Kafka's Offline -> NonExistent)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from kafkacoord.codecs.models import PartitionValue
 
-__all__ = ["next_elr", "without_node"]
+__all__ = ["next_elr", "without_replica"]
 
 Ids = tuple[int, ...]
 
@@ -43,14 +43,14 @@ def next_elr(old: PartitionValue, replicas: Ids, isr: Ids, min_isr: int) -> tupl
     return (), tuple(r for r in last if r in assigned)
 
 
-def without_node(value: PartitionValue, node_id: int) -> tuple[Ids, Ids] | None:
-    """ELR and last known ELR without a node that came back from an unclean shutdown, or
-    ``None`` when it is in neither."""
-    if node_id not in value.elr and node_id not in value.last_known_elr:
+def without_replica(elr: Ids, last_known: Ids, isr: Ids, node_id: int) -> tuple[Ids, Ids] | None:
+    """ELR and last known ELR without a node that came back from an unclean shutdown (Kafka's
+    ``uncleanShutdownReplicas``), or ``None`` when it is in neither."""
+    if node_id not in elr and node_id not in last_known:
         return None
-    elr = tuple(r for r in value.elr if r != node_id)
-    last = tuple(r for r in value.last_known_elr if r != node_id)
-    if not elr and not value.isr and not last and node_id in value.elr:
+    kept = tuple(r for r in elr if r != node_id)
+    last = tuple(r for r in last_known if r != node_id)
+    if not kept and not isr and not last and node_id in elr:
         # The last eligible replica is gone: it is still the last known one.
         last = (node_id,)
-    return elr, last
+    return kept, last

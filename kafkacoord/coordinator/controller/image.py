@@ -35,7 +35,7 @@ from kafkacoord.codecs.models import (
 from kafkacoord.coordinator.runtime.shard import Record
 
 from .config import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION
-from .rebalance import leader_imbalance
+from .leader_rebalance import leader_imbalance
 
 __all__ = ["TP", "MetadataImage", "config_flag", "is_live_node"]
 
@@ -43,8 +43,6 @@ log = logging.getLogger(__name__)
 
 TP: TypeAlias = tuple[str, int]
 """``(topic, partition)``."""
-
-NO_LEADER = -1
 
 
 def is_live_node(node: NodeValue) -> bool:
@@ -266,7 +264,7 @@ class MetadataImage:
             bucket = self._replicas[node_id] = self._scan(node_id, "replicas")
         return bucket
 
-    def with_roles(self, node_ids: Set[int]) -> set[int]:
+    def leaders_or_isr_members(self, node_ids: Set[int]) -> set[int]:
         """Which of ``node_ids`` lead a partition or are in an ISR (one scan for all the
         nodes whose sets were never asked for, as after a load)."""
         known = {n for n in node_ids if n in self._leads and n in self._in_isr}

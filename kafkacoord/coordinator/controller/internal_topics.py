@@ -13,8 +13,9 @@ from kafkacoord.coordinator.protocol import ProtocolError
 
 from .batch import Batch
 from .config import ControllerConfig, InternalTopicSpec
+from .partition_change import put_new_partition
 from .reassignments import ReassignmentManager
-from .records import topic_value
+from .records import new_topic_value, topic_value
 from .topic_creation import TopicCreator
 
 __all__ = ["InternalTopics"]
@@ -61,18 +62,12 @@ class InternalTopics:
                 batch, nodes, spec.partitions, replication_factor, rack_aware=False
             )
         batch.put_topic(
-            TopicValue(
-                name=spec.name,
-                topic_id=self.creator.new_topic_id(),
-                num_partitions=spec.partitions,
-                replication_factor=replication_factor,
-                created_ms=batch.now_ms,
-                controller_epoch=batch.epoch,
-                configs=dict(spec.configs),
-            )
-        )
+            new_topic_value(spec.name, self.creator.new_topic_id(), spec.partitions,
+                            replication_factor, created_ms=batch.now_ms,
+                            configs=dict(spec.configs))
+        )  # fmt: skip
         for p in range(spec.partitions):
-            self.creator.new_partition(batch, spec.name, p, assignment[p])
+            put_new_partition(batch, spec.name, p, assignment[p])
 
     def _grow(
         self, batch: Batch, spec: InternalTopicSpec, topic: TopicValue, nodes: list[int]
@@ -89,7 +84,7 @@ class InternalTopics:
                 if r in load:
                     load[r] += 1
         if wanted > topic.replication_factor:
-            batch.put_topic(topic_value(topic, batch.epoch, replication_factor=wanted))
+            batch.put_topic(topic_value(topic, replication_factor=wanted))
         for value in values:
             if value.reassignment is not None or len(value.replicas) >= wanted:
                 continue

@@ -11,7 +11,7 @@ The auto rebalance runs on the ``leader-rebalance`` timer every
 ``leader_imbalance_check_interval_ms``: for each broker whose imbalance ratio is above
 ``leader_imbalance_per_broker_percentage``, a preferred election for its partitions whose
 preferred replica is live and in the ISR, that are not being reassigned and whose topic
-is not being deleted (:func:`rebalance.partitions_to_rebalance`). At most
+is not being deleted (:func:`.leader_rebalance.partitions_to_rebalance`). At most
 ``max_rebalance_elections_per_run`` elections per run; a full run continues
 ``rebalance_continue_delay_ms`` later.
 """
@@ -29,12 +29,11 @@ from kafkacoord.coordinator.protocol.controller_api import (
 )
 
 from .batch import Batch
-from .changes import Election, apply_change
 from .config import ControllerConfig
-from .election import preferred_election
 from .image import TP
+from .leader_rebalance import partitions_to_rebalance
+from .partition_change import partition_change
 from .partitions import PartitionManager, existing_partition
-from .rebalance import partitions_to_rebalance
 
 __all__ = ["REBALANCE_TIMER", "LeadershipManager"]
 
@@ -92,14 +91,14 @@ class LeadershipManager:
                 ErrorCode.ELECTION_NOT_NEEDED,
                 f"preferred replica {preferred} already leads {name}",
             )
-        result = preferred_election(current.replicas, current.isr, batch.live())
-        if result is None:
+        change = partition_change(batch, current)
+        if not change.elect_preferred(batch.live()):
             raise ProtocolError(
                 ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                 f"preferred replica {preferred} of {name} is not live or not in the ISR "
                 f"{list(current.isr)}",
             )
-        apply_change(batch, current, leader=result.leader, election=Election.PREFERRED)
+        change.put()
 
     def _unclean(self, batch: Batch, current: PartitionValue) -> None:
         name = f"{current.topic}-{current.partition}"
@@ -107,17 +106,15 @@ class LeadershipManager:
             raise ProtocolError(
                 ErrorCode.ELECTION_NOT_NEEDED, f"{name} has a leader ({current.leader})"
             )
-        elected = self.partitions.elect_offline(batch, current, batch.live(), unclean=True)
-        if elected is None:
+        if not self.partitions.elect_offline(batch, current, batch.live(), unclean=True):
             raise ProtocolError(
                 ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                 f"no replica of {name} is live (replicas {list(current.replicas)})",
             )
-        batch.put_partition(elected)
 
     # -- auto leader rebalance -----------------------------------------------------------------
 
-    def rebalance(self, batch: Batch) -> bool:
+    def rebalance_leaders(self, batch: Batch) -> bool:
         """One rebalance run; ``True`` when it stopped at the cap (more may be needed)."""
         image = batch.image
         assignment: dict[TP, tuple[int, ...]] = {}
@@ -141,7 +138,7 @@ class LeadershipManager:
             current = batch.partition(topic, partition)
             if current is None:
                 continue
-            result = preferred_election(current.replicas, current.isr, live)
-            if result is not None:
-                apply_change(batch, current, leader=result.leader, election=Election.PREFERRED)
+            change = partition_change(batch, current)
+            if change.elect_preferred(live):
+                change.put()
         return len(chosen) >= cap

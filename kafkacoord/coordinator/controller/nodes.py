@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from kafkacoord.codecs.models import NodeValue
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError, TopicPartitionRef
 from kafkacoord.coordinator.protocol.controller_api import (
     ControlledShutdown,
@@ -37,7 +36,7 @@ from kafkacoord.coordinator.runtime.timers import Timers
 from .batch import Batch
 from .config import ControllerConfig
 from .partitions import PartitionManager, check_node_epoch
-from .records import node_value
+from .records import new_node_value, node_value, reregistered_node_value
 
 __all__ = ["ISR_SHRINK_TIMER", "SESSION_TIMER", "NodeManager", "isr_shrink_timer", "session_timer"]
 
@@ -72,32 +71,15 @@ class NodeManager:
         if old is not None and old.incarnation == body.incarnation:
             if (old.rack, old.endpoints, old.roles) != (body.rack, body.endpoints, roles):
                 batch.put_node(
-                    NodeValue(
-                        node_id=old.node_id,
-                        incarnation=old.incarnation,
-                        node_epoch=old.node_epoch,
-                        fenced=old.fenced,
-                        registered_ms=old.registered_ms,
-                        controller_epoch=batch.epoch,
-                        rack=body.rack,
-                        endpoints=dict(body.endpoints),
-                        shutting_down=old.shutting_down,
-                        roles=roles,
+                    reregistered_node_value(
+                        old, rack=body.rack, endpoints=dict(body.endpoints), roles=roles
                     )
                 )
             return RegisterNodeResponse(node_epoch=old.node_epoch)
-        value = NodeValue(
-            node_id=body.node_id,
-            incarnation=body.incarnation,
-            node_epoch=1 if old is None else old.node_epoch + 1,
-            fenced=True,
-            registered_ms=batch.now_ms,
-            controller_epoch=batch.epoch,
-            rack=body.rack,
-            endpoints=dict(body.endpoints),
-            shutting_down=False,
-            roles=roles,
-        )
+        value = new_node_value(
+            body.node_id, body.incarnation, 1 if old is None else old.node_epoch + 1,
+            batch.now_ms, rack=body.rack, endpoints=dict(body.endpoints), roles=roles,
+        )  # fmt: skip
         batch.put_node(value)
         if old is not None:
             self.timers.cancel(session_timer(body.node_id))
@@ -113,7 +95,7 @@ class NodeManager:
         node = check_node_epoch(batch, body.node_id, body.node_epoch)
         unfenced = False
         if node.fenced and not node.shutting_down:
-            node = node_value(node, batch.epoch, fenced=False)
+            node = node_value(node, fenced=False)
             batch.put_node(node)
             self.partitions.on_node_unfenced(batch, node.node_id)
             unfenced = True
@@ -130,7 +112,7 @@ class NodeManager:
     ) -> ControlledShutdownResponse:
         node = check_node_epoch(batch, body.node_id, body.node_epoch)
         if not node.shutting_down:
-            node = node_value(node, batch.epoch, shutting_down=True)
+            node = node_value(node, shutting_down=True)
             batch.put_node(node)
         remaining = self.partitions.controlled_shutdown(batch, node.node_id)
         if not remaining and not node.fenced:
@@ -159,7 +141,7 @@ class NodeManager:
         node = batch.node(node_id)
         if node is None or node.fenced:
             return False
-        batch.put_node(node_value(node, batch.epoch, fenced=True))
+        batch.put_node(node_value(node, fenced=True))
         self.timers.cancel(session_timer(node_id))
         self.partitions.on_node_fenced(batch, node_id, followers=False)
         self._shrink_after(batch, node_id)

@@ -1,40 +1,31 @@
 """Partition leadership and ISR (Kafka's ReplicationControlManager, partition half).
 
 - Elections around node liveness: a fenced node loses its leaderships (offline election)
-  and leaves every ISR, except one it is the last member of (the partition is then
-  leaderless, KRaft-style, so the node can come back as its clean leader); an unfenced
-  node gets elected for leaderless partitions it can lead.
+  and leaves every ISR; with eligible leader replicas off, except one it is the last
+  member of (the partition is then leaderless, KRaft-style, so the node can come back as
+  its clean leader). An unfenced node gets elected for leaderless partitions it can lead.
 - Controlled shutdown (Kafka's ``KafkaController.doControlledShutdown``): leaderships move
   with the controlled-shutdown strategy, the node leaves the ISRs, and the partitions nobody
   else can lead are reported.
 - ISR changes: ``AlterPartition`` from the leader, ``ReplicaStatus`` from a follower.
 
-All work is proportional to the partitions of the node concerned (image indexes).
+All work is proportional to the partitions of the node concerned (image indexes). Every
+change is built by :mod:`.partition_change`, which holds the election and epoch rules.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection, Iterable
 
-from kafkacoord.codecs.models import NodeValue, PartitionState, PartitionValue
+from kafkacoord.codecs.fencing import EpochOrder, partition_epoch_order
+from kafkacoord.codecs.models import NodeValue, PartitionValue
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol.controller_api import AlterPartition, ReplicaStatus
 
 from .batch import Batch
-from .changes import NO_LEADER, Election, apply_change, next_value
 from .config import UNCLEAN_LEADER_ELECTION, ControllerConfig
-from .election import controlled_shutdown_election, offline_election
-from .elr import next_elr, without_node
 from .image import TP, config_flag
-
-# Where an offline election found its leader -> the kind recorded with it.
-_ELECTION_KIND = {
-    "isr": Election.OFFLINE,
-    "elr": Election.ELR,
-    "last_known": Election.LAST_KNOWN,
-    "unclean": Election.UNCLEAN,
-}
+from .partition_change import fence_node, partition_change
 
 __all__ = ["PartitionManager", "check_node_epoch", "existing_partition"]
 
@@ -106,23 +97,16 @@ class PartitionManager:
         live: Collection[int],
         *,
         unclean: bool | None = None,
-    ) -> PartitionValue | None:
-        """The partition after an offline election (NEW: the initial one), or ``None`` when
-        no replica can lead. ``unclean`` defaults to the topic's setting."""
-        if current.state is PartitionState.NEW:
-            # New -> Online: the first live replica leads, the live replicas are the ISR.
-            alive = tuple(r for r in current.replicas if r in live)
-            if not alive:
-                return None
-            return next_value(batch, current, leader=alive[0], isr=alive, election=Election.INITIAL)
+    ) -> bool:
+        """Record an offline election (NEW: the initial one); ``False`` when no replica can
+        lead. ``unclean`` defaults to the topic's setting."""
         if unclean is None:
             unclean = self.unclean_enabled(batch, current.topic)
-        result = offline_election(current.replicas, current.isr, live, unclean=unclean,
-                                  elr=current.elr, last_known=current.last_known_elr)  # fmt: skip
-        if result is None:
-            return None
-        kind = _ELECTION_KIND[result.via]
-        return next_value(batch, current, leader=result.leader, isr=result.isr, election=kind)
+        change = partition_change(batch, current)
+        if not change.elect_offline(live, unclean=unclean):
+            return False
+        change.put()
+        return True
 
     def elect_leaderless(self, batch: Batch, keys: Iterable[TP]) -> None:
         """Elect a leader for every leaderless partition of ``keys`` that can get one."""
@@ -131,9 +115,7 @@ class PartitionManager:
             current = batch.partition(topic, partition)
             if current is None or current.leader >= 0 or self.is_deleting(batch, topic):
                 continue
-            elected = self.elect_offline(batch, current, live)
-            if elected is not None:
-                batch.put_partition(elected)
+            self.elect_offline(batch, current, live)
 
     def on_node_fenced(
         self,
@@ -148,89 +130,16 @@ class PartitionManager:
 
         ``leaders``/``followers`` choose the partitions it leads and those it only follows
         (a fencing does the first at once and the second after, in batches of ``limit``
-        changed partitions); True when the limit left some for a later batch.
-
-        The hot path of a failover: it visits only the node's partitions (image indexes)
-        and builds each new record with one constructor call. Every partition it changes
-        exists and goes to ONLINE or OFFLINE, which Kafka's table allows from any existing
-        state, so the records skip the per-record transition check.
+        changed partitions); True when the limit left some for a later batch. The hot
+        path of a failover: :func:`.partition_change.fence_node`.
         """
-        live = batch.live()
-        now_ms, epoch = batch.now_ms, batch.epoch
-        pending = batch.has_pending_partitions()
-        table = batch.image.partition_table()
-        # topic -> (deleting, unclean, min ISR; 0 when eligible leader replicas are off)
-        flags: dict[str, tuple[bool, bool, int]] = {}
-        elr_default = batch.elr_min_isr
-        changed: list[PartitionValue] = []
-        more = False
-        both = leaders and followers
-        for topic, partition in batch.node_partitions(node_id, lead=leaders, isr=followers):
-            if limit is not None and len(changed) >= limit:
-                more = True
-                break
-            if pending:
-                current = batch.partition(topic, partition)
-            else:
-                parts = table.get(topic)
-                current = None if parts is None else parts.get(partition)
-            if current is None:
-                continue
-            if not both and (current.leader == node_id) is not leaders:
-                continue  # the other half of a fencing
-            flag = flags.get(topic)
-            if flag is None:
-                flag = flags[topic] = (
-                    self.is_deleting(batch, topic),
-                    self.unclean_enabled(batch, topic),
-                    0 if elr_default is None
-                    else batch.image.min_insync_replicas(topic, elr_default),
-                )  # fmt: skip
-            if flag[0]:
-                continue  # its replicas are being deleted anyway
-            min_isr = flag[2]
-            isr = current.isr
-            # Without ELR the ISR never shrinks to nothing: its last member stays, so it
-            # can return as a clean leader. With ELR that member becomes eligible instead.
-            if node_id in isr and (len(isr) > 1 or min_isr):
-                members = list(isr)
-                members.remove(node_id)
-                isr = tuple(members)
-            elr, last = current.elr, current.last_known_elr
-            if min_isr:
-                elr, last = next_elr(current, current.replicas, isr, min_isr)
-            if current.leader != node_id:
-                if isr is current.isr and elr == current.elr and last == current.last_known_elr:
-                    continue
-                changed.append(
-                    PartitionValue(
-                        topic, partition, current.state, current.replicas, isr,
-                        current.leader, current.leader_epoch, current.partition_epoch + 1,
-                        now_ms, epoch, current.reassignment, current.election, elr, last,
-                    )
-                )  # fmt: skip
-                continue
-            result = offline_election(current.replicas, isr, live, unclean=flag[1], elr=elr,
-                                      last_known=last)  # fmt: skip
-            if result is None:
-                state, leader, kind = PartitionState.OFFLINE, NO_LEADER, Election.OFFLINE
-            else:
-                state, leader, isr = PartitionState.ONLINE, result.leader, result.isr
-                kind = _ELECTION_KIND[result.via]
-                if min_isr:
-                    # The new leader leaves the ELR; a full ISR again clears it.
-                    full = len(isr) >= min_isr
-                    elr = () if full else tuple(r for r in elr if r not in isr)
-                    last = ()
-            changed.append(
-                PartitionValue(
-                    topic, partition, state, current.replicas, isr, leader,
-                    current.leader_epoch + 1, current.partition_epoch + 1, now_ms, epoch,
-                    current.reassignment, kind, elr, last,
-                )
-            )  # fmt: skip
-        batch.put_existing_partitions(changed)
-        return more
+
+        def policy(topic: str) -> tuple[bool, bool]:
+            # A topic being deleted is left alone: its replicas are going anyway.
+            return self.is_deleting(batch, topic), self.unclean_enabled(batch, topic)
+
+        return fence_node(batch, node_id, policy, leaders=leaders, followers=followers,
+                          limit=limit)  # fmt: skip
 
     def on_unclean_restart(self, batch: Batch, node_id: int) -> None:
         """The node came back without a controlled shutdown: its log may have lost its
@@ -242,15 +151,9 @@ class PartitionManager:
             current = batch.partition(topic, partition)
             if current is None:
                 continue
-            left = without_node(current, node_id)
-            if left is None:
-                continue
-            changed.append(
-                dataclasses.replace(
-                    current, elr=left[0], last_known_elr=left[1], updated_ms=batch.now_ms,
-                    controller_epoch=batch.epoch, partition_epoch=current.partition_epoch + 1,
-                )
-            )  # fmt: skip
+            new = partition_change(batch, current).remove_unclean_replica(node_id).build()
+            if new is not None:
+                changed.append(new)
         batch.put_existing_partitions(changed)
 
     def on_node_unfenced(self, batch: Batch, node_id: int) -> None:
@@ -282,21 +185,16 @@ class PartitionManager:
             current = batch.partition(topic, partition)
             if current is None or self.is_deleting(batch, topic):
                 continue
+            change = partition_change(batch, current)
             if current.leader == node_id:
-                result = controlled_shutdown_election(
-                    current.replicas, current.isr, live, (node_id,)
-                )
-                if result is None:
+                if not change.elect_controlled_shutdown(live, node_id):
                     remaining.append(key)
                     continue
-                apply_change(
-                    batch, current, leader=result.leader, isr=result.isr,
-                    election=Election.CONTROLLED_SHUTDOWN,
-                )  # fmt: skip
+                change.put()
             elif node_id in current.isr:
                 isr = tuple(r for r in current.isr if r != node_id)
                 if isr:
-                    apply_change(batch, current, isr=isr)
+                    change.set_isr(isr).put()
         return sorted(remaining)
 
     # -- ISR changes -----------------------------------------------------------------------
@@ -306,8 +204,11 @@ class PartitionManager:
         check_node_epoch(batch, body.node_id, body.node_epoch)
         current = existing_partition(batch, body.topic, body.partition)
         name = f"{body.topic}-{body.partition}"
-        if body.leader_epoch != current.leader_epoch:
-            age = "stale" if body.leader_epoch < current.leader_epoch else "unknown"
+        order = partition_epoch_order(
+            body.leader_epoch, body.partition_epoch, current.leader_epoch, current.partition_epoch
+        )
+        if order.leader_epoch_differs:
+            age = "stale" if order is EpochOrder.OLDER_LEADER_EPOCH else "unknown"
             raise ProtocolError(
                 ErrorCode.FENCED_LEADER_EPOCH,
                 f"{age} leader epoch {body.leader_epoch} for {name}: the current leader "
@@ -318,7 +219,7 @@ class PartitionManager:
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"node {body.node_id} is not the leader of {name} (leader: {current.leader})",
             )
-        if body.partition_epoch != current.partition_epoch:
+        if order is not EpochOrder.SAME:
             raise ProtocolError(
                 ErrorCode.INVALID_UPDATE_VERSION,
                 f"partition epoch {body.partition_epoch} for {name} is not the current "
@@ -346,7 +247,7 @@ class PartitionManager:
                 ErrorCode.INELIGIBLE_REPLICA,
                 f"nodes {dead} cannot join the ISR of {name}: fenced or shutting down",
             )
-        apply_change(batch, current, isr=new_isr)
+        partition_change(batch, current).set_isr(new_isr).put()
 
     def replica_status(self, batch: Batch, body: ReplicaStatus) -> None:
         """A follower caught up (join the ISR) or fell behind (leave it)."""
@@ -372,7 +273,8 @@ class PartitionManager:
             )
         if not body.caught_up:
             if node in current.isr:
-                apply_change(batch, current, isr=tuple(r for r in current.isr if r != node))
+                isr = tuple(r for r in current.isr if r != node)
+                partition_change(batch, current).set_isr(isr).put()
             return
         if node in current.isr:
             return
@@ -385,4 +287,4 @@ class PartitionManager:
                 ErrorCode.INELIGIBLE_REPLICA,
                 f"node {node} cannot join the ISR of {name}: fenced or shutting down",
             )
-        apply_change(batch, current, isr=(*current.isr, node))
+        partition_change(batch, current).set_isr((*current.isr, node)).put()

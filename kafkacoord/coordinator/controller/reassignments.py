@@ -37,10 +37,10 @@ from kafkacoord.coordinator.protocol.controller_api import (
 )
 
 from .batch import Batch
-from .changes import NO_LEADER, Election, apply_change, next_value
 from .config import ControllerConfig
-from .election import offline_leader, reassigned_leader
+from .election import offline_leader
 from .image import TP
+from .partition_change import NO_LEADER, Election, partition_change
 from .partitions import PartitionManager, existing_partition
 from .states import ReplicaState, ReplicaStateMachine
 
@@ -154,7 +154,7 @@ class ReassignmentManager:
                 self._start(batch, current, target, slots)
         elif moving.step == STEP_QUEUED:
             if target == current.replicas:
-                apply_change(batch, current, reassignment=None)
+                partition_change(batch, current).set_reassignment(None).put()
             else:
                 self._queue(batch, current, target, moving.started_ms)
         elif target != moving.target_replicas:
@@ -184,10 +184,11 @@ class ReassignmentManager:
     # -- steps -------------------------------------------------------------------------------
 
     def _started(
-        self, batch: Batch, base: PartitionValue, target: tuple[int, ...]
+        self, batch: Batch, current: PartitionValue, target: tuple[int, ...]
     ) -> PartitionValue:
-        """A1 + A2 from ``base`` (whose replicas are the ORS)."""
-        original = base.replicas
+        """A1 + A2 from ``current``, not moving or queued (its replicas are the ORS). Not
+        recorded."""
+        original = current.replicas
         moving = Reassignment(
             original_replicas=original,
             target_replicas=target,
@@ -196,14 +197,14 @@ class ReassignmentManager:
             step=STEP_A2,
             started_ms=batch.now_ms,
         )
-        started = next_value(
-            batch,
-            base,
-            replicas=tuple(dict.fromkeys((*target, *original))),
-            reassignment=moving,
-            bump_leader_epoch=True,
+        started = (
+            partition_change(batch, current)
+            .set_replicas(tuple(dict.fromkeys((*target, *original))))
+            .set_reassignment(moving)
+            .bump_leader_epoch()
+            .build()
         )
-        assert started is not None  # the reassignment field changed
+        assert started is not None  # the leader epoch grows
         return started
 
     def _start(
@@ -226,7 +227,7 @@ class ReassignmentManager:
             step=STEP_QUEUED,
             started_ms=since_ms,
         )
-        apply_change(batch, current, reassignment=moving)
+        partition_change(batch, current).set_reassignment(moving).put()
 
     def advance(self, batch: Batch, current: PartitionValue) -> bool:
         """Take a moving partition as far as it can go now; ``True`` once it completed."""
@@ -240,13 +241,10 @@ class ReassignmentManager:
             return False  # phase B: wait for the target replicas to join the ISR
         live = batch.live()
         if current.leader not in target or current.leader not in live:
-            leader = reassigned_leader(target, current.isr, live)
-            if leader is None:
+            change = partition_change(batch, current).set_reassignment(_step(moving, STEP_B3))
+            if not change.elect_reassigned(target, live):
                 return False
-            current = apply_change(
-                batch, current, leader=leader, election=Election.REASSIGNED,
-                reassignment=_step(moving, STEP_B3),
-            )  # fmt: skip
+            current = change.put()
         removing = moving.removing_replicas
         key = (current.topic, current.partition)
         self.replica_states.transition(
@@ -254,10 +252,11 @@ class ReassignmentManager:
         )
         isr = tuple(r for r in current.isr if r not in removing)
         if isr != current.isr:
-            current = apply_change(batch, current, isr=isr, reassignment=_step(moving, STEP_B4))
+            change = partition_change(batch, current).set_isr(isr)
+            current = change.set_reassignment(_step(moving, STEP_B4)).put()
         for state in _REMOVAL[1:]:  # B5
             self.replica_states.transition(*key, removing, state, value=current, live=live)
-        apply_change(batch, current, replicas=target, reassignment=None)  # B6
+        partition_change(batch, current).set_replicas(target).set_reassignment(None).put()  # B6
         return True
 
     def _retargeted(
@@ -293,18 +292,23 @@ class ReassignmentManager:
                 step=STEP_A2,
                 started_ms=batch.now_ms,
             )
-        value = next_value(
-            batch, current, leader=leader, isr=isr, replicas=replicas, reassignment=restarted,
-            election=Election.REASSIGNED, bump_leader_epoch=True,
-        )  # fmt: skip
-        assert value is not None
+        value = (
+            partition_change(batch, current)
+            .set_leader(leader, Election.REASSIGNED)
+            .set_isr(isr)
+            .set_replicas(replicas)
+            .set_reassignment(restarted)
+            .bump_leader_epoch()
+            .build()
+        )
+        assert value is not None  # the leader epoch grows
         return value
 
     def _cancel(self, batch: Batch, current: PartitionValue, slots: _Slots) -> None:
         moving = current.reassignment
         assert moving is not None
         if moving.step == STEP_QUEUED:
-            apply_change(batch, current, reassignment=None)
+            partition_change(batch, current).set_reassignment(None).put()
             return
         reverted = self._retargeted(batch, current, None)
         self._move_replica_states(batch, current, reverted)
@@ -363,9 +367,8 @@ class ReassignmentManager:
                 return
             moving = current.reassignment
             assert moving is not None
-            base = next_value(batch, current, reassignment=None)
-            assert base is not None
-            started = self._started(batch, base, moving.target_replicas)
+            # Queued, its replicas are still the original ones.
+            started = self._started(batch, current, moving.target_replicas)
             self._move_replica_states(batch, current, started)
             if batch.put_partition(started) and not self.advance(batch, started):
                 slots.active += 1

@@ -38,9 +38,9 @@ from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import controller_api as api
 
 from .batch import Batch
-from .changes import Election, apply_change
-from .election import preferred_election
+from .partition_change import partition_change
 from .reassignments import ReassignmentManager, checked_target
+from .records import EPOCH_FROM_BATCH, rebalance_value
 
 __all__ = [
     "EXECUTE_TIMER",
@@ -154,7 +154,7 @@ class RebalanceExecutor:
             max_concurrent_leader_moves=body.max_concurrent_leader_moves,
             started_ms=batch.now_ms,
             updated_ms=batch.now_ms,
-            controller_epoch=batch.epoch,
+            controller_epoch=EPOCH_FROM_BATCH,
             message="" if moves else "nothing to move: the cluster already meets the goals",
         )
         batch.put_rebalance(value)
@@ -249,11 +249,9 @@ class RebalanceExecutor:
                 if leader_moves >= rebalance.max_concurrent_leader_moves:
                     continue
                 # One record: the new order, and the new first replica leads if it can.
-                result = preferred_election(move.target_replicas, current.isr, batch.live())
-                leader = None if result is None else result.leader
-                election = None if leader is None else Election.PREFERRED
-                apply_change(batch, current, replicas=move.target_replicas, leader=leader,
-                             election=election)  # fmt: skip
+                change = partition_change(batch, current).set_replicas(move.target_replicas)
+                change.elect_preferred(batch.live())
+                change.put()
                 leader_moves += 1
                 continue
             if moving >= rebalance.max_concurrent_moves:
@@ -294,9 +292,9 @@ class RebalanceExecutor:
             current = batch.partition(move.topic, move.partition)
             if current is None or current.reassignment is not None:
                 continue
-            result = preferred_election(current.replicas, current.isr, live)
-            if result is not None and result.leader != current.leader:
-                apply_change(batch, current, leader=result.leader, election=Election.PREFERRED)
+            change = partition_change(batch, current)
+            if change.elect_preferred(live) and change.leader != current.leader:
+                change.put()
                 budget -= 1
 
     @staticmethod
@@ -308,14 +306,4 @@ class RebalanceExecutor:
         *,
         moves: tuple[RebalanceMove, ...] | None = None,
     ) -> None:
-        batch.put_rebalance(
-            RebalanceValue(
-                proposal_id=old.proposal_id, state=state, goals=old.goals,
-                remove_nodes=old.remove_nodes, moves=old.moves if moves is None else moves,
-                max_concurrent_moves_per_node=old.max_concurrent_moves_per_node,
-                max_concurrent_moves=old.max_concurrent_moves,
-                max_concurrent_leader_moves=old.max_concurrent_leader_moves,
-                started_ms=old.started_ms, updated_ms=batch.now_ms,
-                controller_epoch=batch.epoch, message=message,
-            )
-        )  # fmt: skip
+        batch.put_rebalance(rebalance_value(old, state, message, batch.now_ms, moves=moves))

@@ -50,7 +50,6 @@ from .nodes import ISR_SHRINK_TIMER, SESSION_TIMER, NodeManager
 from .partitions import PartitionManager
 from .reassignments import ReassignmentManager
 from .rebalance_execution import EXECUTE_TIMER, STEP_INTERVAL_MS, RebalanceExecutor
-from .records import controller_record
 from .states import ReplicaState, ReplicaStateMachine
 from .topic_configs import TopicConfigManager
 from .topic_creation import TopicCreator
@@ -112,10 +111,10 @@ class ControllerShard:
         self.partitions = PartitionManager(config)
         self.nodes = NodeManager(config, self.partitions, self.timers)
         self.reassignments = ReassignmentManager(config, self.partitions, self.replica_states)
-        self.topics = TopicCreator(config, self.rng)
+        self.topic_creator = TopicCreator(config, self.rng)
         self.topic_configs = TopicConfigManager(config)
         self.deletions = TopicDeleter(config, self.replica_states, self.timers)
-        self.internal_topics = InternalTopics(config, self.topics, self.reassignments)
+        self.internal_topics = InternalTopics(config, self.topic_creator, self.reassignments)
         self.leadership = LeadershipManager(config, self.partitions)
         self.rebalances = RebalanceExecutor(self.reassignments)
         # The epoch this controller writes with; set by on_loaded.
@@ -128,9 +127,9 @@ class ControllerShard:
             "FenceNode": self._fence_node,
             "AlterPartition": self._alter_partition,
             "ReplicaStatus": self._replica_status,
-            "CreateTopic": self.topics.create,
+            "CreateTopic": self.topic_creator.create,
             "DeleteTopic": self._delete_topic,
-            "CreatePartitions": self.topics.create_partitions,
+            "CreatePartitions": self.topic_creator.create_partitions,
             "AlterTopicConfigs": self.topic_configs.alter,
             "AlterReassignments": self.reassignments.alter,
             "ElectLeaders": self.leadership.elect_leaders,
@@ -164,13 +163,11 @@ class ControllerShard:
         self._loaded = True
         batch = self._batch(now_ms)
         # The new epoch goes first: every decision after it carries it.
-        batch.records.append(
-            controller_record(self.epoch, self.node_id, self.incarnation, now_ms, self.endpoint)
-        )
+        batch.put_controller(self.node_id, self.incarnation, self.endpoint)
         self.nodes.start_sessions(batch)
         # A fencing whose partition records did not all make it: finish it.
         fenced = {node_id for node_id, node in self.image.nodes.items() if node.fenced}
-        for node_id in sorted(self.image.with_roles(fenced)):
+        for node_id in sorted(self.image.leaders_or_isr_members(fenced)):
             self.partitions.on_node_fenced(batch, node_id)
         self.partitions.elect_leaderless(batch, sorted(self.image.leaderless()))
         self.deletions.resume(batch)
@@ -274,7 +271,7 @@ class ControllerShard:
 
     def _fire_timer(self, batch: Batch, key: Hashable, now_ms: int) -> None:
         if key == REBALANCE_TIMER:
-            more = self.leadership.rebalance(batch)
+            more = self.leadership.rebalance_leaders(batch)
             delay = (
                 self.config.rebalance_continue_delay_ms
                 if more

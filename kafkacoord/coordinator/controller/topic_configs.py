@@ -8,8 +8,6 @@ committed under the old one look short); the next ISR change computes them afres
 
 from __future__ import annotations
 
-import dataclasses
-
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol.controller_api import (
     AlterTopicConfigs,
@@ -18,6 +16,7 @@ from kafkacoord.coordinator.protocol.controller_api import (
 
 from .batch import Batch
 from .config import MIN_INSYNC_REPLICAS, ControllerConfig, validate_topic_configs
+from .partition_change import partition_change
 from .records import topic_value
 
 __all__ = ["TopicConfigManager"]
@@ -41,7 +40,7 @@ class TopicConfigManager:
         configs.update(body.set_configs)
         if body.validate_only or configs == dict(topic.configs):
             return AlterTopicConfigsResponse(configs=configs)
-        batch.put_topic(topic_value(topic, batch.epoch, configs=configs))
+        batch.put_topic(topic_value(topic, configs=configs))
         cleared = 0
         if topic.configs.get(MIN_INSYNC_REPLICAS) != configs.get(MIN_INSYNC_REPLICAS):
             cleared = self._clear_elr(batch, body.topic)
@@ -52,11 +51,6 @@ class TopicConfigManager:
         cleared = 0
         for old in batch.image.partitions_of(topic):
             current = batch.partition(old.topic, old.partition) or old
-            if not current.elr and not current.last_known_elr:
-                continue
-            batch.put_partition(dataclasses.replace(
-                current, elr=(), last_known_elr=(), partition_epoch=current.partition_epoch + 1,
-                updated_ms=batch.now_ms, controller_epoch=batch.epoch,
-            ))  # fmt: skip
-            cleared += 1
+            if partition_change(batch, current).clear_elr().put() is not current:
+                cleared += 1
         return cleared

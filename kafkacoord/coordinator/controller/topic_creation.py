@@ -13,7 +13,6 @@ import random
 import uuid
 from collections.abc import Mapping, Sequence
 
-from kafkacoord.codecs.models import PartitionState, PartitionValue, TopicValue
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol.controller_api import (
     CreatePartitions,
@@ -24,8 +23,8 @@ from kafkacoord.coordinator.protocol.controller_api import (
 from kafkacoord.coordinator.protocol.types import MAX_PARTITIONS_PER_BATCH
 
 from .batch import Batch
-from .changes import NO_LEADER, Election
 from .config import ControllerConfig, validate_topic_configs
+from .partition_change import put_new_partition
 from .placement import (
     AdminOperationError,
     InvalidPartitionsError,
@@ -33,8 +32,7 @@ from .placement import (
     assign_replicas,
 )
 from .reassignments import STEP_QUEUED
-from .records import topic_value
-from .states import PartitionPhase
+from .records import new_topic_value, topic_value
 
 __all__ = ["TopicCreator"]
 
@@ -141,27 +139,6 @@ class TopicCreator:
             result[p] = replicas
         return result
 
-    def new_partition(
-        self, batch: Batch, topic: str, partition: int, replicas: tuple[int, ...]
-    ) -> None:
-        live = batch.live()
-        alive = tuple(r for r in replicas if r in live)
-        value = PartitionValue(
-            topic=topic,
-            partition=partition,
-            state=PartitionState.ONLINE if alive else PartitionState.NEW,
-            replicas=replicas,
-            isr=alive,
-            leader=alive[0] if alive else NO_LEADER,
-            leader_epoch=0,
-            partition_epoch=0,
-            updated_ms=batch.now_ms,
-            controller_epoch=batch.epoch,
-            election=Election.INITIAL if alive else "",
-        )
-        # NonExistent -> New, then New -> Online: one record for both.
-        batch.put_partition(value, via=PartitionPhase.NEW)
-
     # -- requests ------------------------------------------------------------------------------
 
     def create(self, batch: Batch, body: CreateTopic) -> CreateTopicResponse:
@@ -229,18 +206,11 @@ class TopicCreator:
         if body.validate_only:
             return response
         batch.put_topic(
-            TopicValue(
-                name=name,
-                topic_id=topic_id,
-                num_partitions=count,
-                replication_factor=replication_factor,
-                created_ms=batch.now_ms,
-                controller_epoch=batch.epoch,
-                configs=dict(body.configs),
-            )
-        )
+            new_topic_value(name, topic_id, count, replication_factor,
+                            created_ms=batch.now_ms, configs=dict(body.configs))
+        )  # fmt: skip
         for p in range(count):
-            self.new_partition(batch, name, p, assignment[p])
+            put_new_partition(batch, name, p, assignment[p])
         return response
 
     def create_partitions(self, batch: Batch, body: CreatePartitions) -> CreatePartitionsResponse:
@@ -303,7 +273,7 @@ class TopicCreator:
         response = CreatePartitionsResponse(assignment={p: list(r) for p, r in assignment.items()})
         if body.validate_only:
             return response
-        batch.put_topic(topic_value(topic, batch.epoch, num_partitions=body.count))
+        batch.put_topic(topic_value(topic, num_partitions=body.count))
         for p in range(current, body.count):
-            self.new_partition(batch, body.topic, p, assignment[p])
+            put_new_partition(batch, body.topic, p, assignment[p])
         return response

@@ -17,8 +17,8 @@ from kafkacoord.coordinator.protocol.controller_api import DeleteTopic
 from kafkacoord.coordinator.runtime.timers import Timers
 
 from .batch import Batch
-from .changes import NO_LEADER, Election, apply_change
 from .config import ControllerConfig
+from .partition_change import NO_LEADER, Election, partition_change
 from .records import topic_value
 from .states import ReplicaState, ReplicaStateMachine
 
@@ -34,6 +34,12 @@ _DELETION: Final = (
 
 def delete_topic_timer(name: str) -> tuple[str, str]:
     return (DELETE_TOPIC_TIMER, name)
+
+
+def _offline(batch: Batch, current: PartitionValue) -> PartitionValue:
+    """The partition of a topic being deleted: OFFLINE, leaderless, not moving."""
+    change = partition_change(batch, current).set_leader(NO_LEADER, Election.OFFLINE)
+    return change.set_state(PartitionState.OFFLINE).set_reassignment(None).put()
 
 
 class TopicDeleter:
@@ -58,16 +64,13 @@ class TopicDeleter:
             )
         if topic.deleting:
             return  # already queued
-        batch.put_topic(topic_value(topic, batch.epoch, deleting=True))
+        batch.put_topic(topic_value(topic, deleting=True))
         live = batch.live()
         for p in self._partition_ids(batch, topic):
             current = batch.partition(body.name, p)
             if current is None:
                 continue
-            apply_change(
-                batch, current, leader=NO_LEADER, state=PartitionState.OFFLINE,
-                reassignment=None, election=Election.OFFLINE,
-            )  # fmt: skip
+            _offline(batch, current)
             self._stop_replicas(batch, current, live)
         self.timers.schedule(
             delete_topic_timer(body.name), batch.now_ms + self.config.topic_deletion_delay_ms
@@ -93,10 +96,7 @@ class TopicDeleter:
             if current is None:
                 continue
             if current.state is not PartitionState.OFFLINE:
-                current = apply_change(
-                    batch, current, leader=NO_LEADER, state=PartitionState.OFFLINE,
-                    reassignment=None, election=Election.OFFLINE,
-                )  # fmt: skip
+                current = _offline(batch, current)
             for state in _DELETION:
                 self.replica_states.transition(
                     name, p, current.replicas, state, value=current, live=live

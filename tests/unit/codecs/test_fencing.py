@@ -107,3 +107,15 @@ def test_the_codecs_fence_imports_no_storage_and_no_kafka_client() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_leader_epoch_decides_then_the_partition_epoch() -> None:
+    order, epochs = pure.partition_epoch_order, pure.EpochOrder
+    assert order(5, 9, 5, 9) is epochs.SAME
+    assert order(6, 0, 5, 9) is epochs.NEWER_LEADER_EPOCH  # the partition epoch does not count
+    assert order(4, 99, 5, 9) is epochs.OLDER_LEADER_EPOCH
+    assert order(5, 10, 5, 9) is epochs.NEWER_PARTITION_EPOCH
+    assert order(5, 8, 5, 9) is epochs.OLDER_PARTITION_EPOCH
+    assert [o for o in epochs if o.leader_epoch_differs] == [
+        epochs.OLDER_LEADER_EPOCH, epochs.NEWER_LEADER_EPOCH,
+    ]  # fmt: skip

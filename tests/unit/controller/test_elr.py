@@ -8,7 +8,7 @@ and the ISR at full size again clearing it.
 from __future__ import annotations
 
 from kafkacoord.codecs.models import PartitionState, PartitionValue
-from kafkacoord.coordinator.controller.elr import next_elr, without_node
+from kafkacoord.coordinator.controller.elr import next_elr, without_replica
 from kafkacoord.coordinator.protocol import controller_api as api
 
 from .support import Cluster, replayed
@@ -114,8 +114,8 @@ def test_next_elr_rules() -> None:
     assert next_elr(shrunk, (1, 2, 3), (1, 3), 2) == ((), ())  # back at min ISR
     assert next_elr(shrunk, (1, 2), (1,), 2) == ((2,), ())  # 3 is no longer a replica
     assert next_elr(shrunk, (1, 2, 3), (), 2) == ((2, 3, 1), ())
-    assert without_node(shrunk, 4) is None
-    assert without_node(shrunk, 2) == ((3,), ())
+    assert without_replica(shrunk.elr, shrunk.last_known_elr, shrunk.isr, 4) is None
+    assert without_replica(shrunk.elr, shrunk.last_known_elr, shrunk.isr, 2) == ((3,), ())
 
 
 def test_changing_min_isr_clears_the_elr() -> None:

@@ -239,7 +239,7 @@ def test_snapshot_compares_everything() -> None:
     assert image_of(*records).snapshot() != image_of(*records[:-1]).snapshot()
 
 
-def test_nodes_with_roles_by_scan_before_the_indexes_and_by_index_after() -> None:
+def test_leaders_or_isr_members_by_scan_before_the_indexes_and_by_index_after() -> None:
     image = image_of(
         part("t", 0, (1, 2, 3), (1, 2), 1),
         part("t", 1, (2, 3, 4), (3,), 3),
@@ -247,7 +247,7 @@ def test_nodes_with_roles_by_scan_before_the_indexes_and_by_index_after() -> Non
         part("t", 3, (6, 7), (7,), 6),  # a leader outside its ISR (an unclean election)
     )
     asked = {1, 2, 4, 5, 6, 9}
-    by_scan = image.with_roles(asked)
+    by_scan = image.leaders_or_isr_members(asked)
     image.check_indexes()  # builds the indexes
-    assert by_scan == image.with_roles(asked) == {1, 2, 6}
-    assert image.with_roles(set()) == set()
+    assert by_scan == image.leaders_or_isr_members(asked) == {1, 2, 6}
+    assert image.leaders_or_isr_members(set()) == set()

@@ -24,6 +24,8 @@ __all__ = [
 ]
 
 Assignment = Mapping[str, frozenset[int]]
+"""A member's partitions by topic (Kafka's ``Assignment`` of the consumer group model): a
+target assignment, what a member is assigned, or what it has yet to revoke."""
 EMPTY: Final[Assignment] = MappingProxyType({})
 
 

@@ -32,6 +32,15 @@ __all__ = ["ClassicMembers"]
 
 
 class ClassicMembers:
+    """JoinGroup, SyncGroup, Heartbeat and LeaveGroup from members of a consumer group
+    that still speak the classic protocol (Kafka's ``classicGroupJoinToConsumerGroup``,
+    ``classicGroupSyncToConsumerGroup`` and the like).
+
+    Each is a :class:`~.member.ConsumerMember` with classic metadata, in the group's epochs
+    and target assignment like any other member; the coordinator assigns, so a JoinGroup
+    is answered at once and the member reconciles only when it rejoins.
+    """
+
     def __init__(self, groups: ConsumerGroups, new_member_id: MemberIdFactory) -> None:
         self._groups = groups
         self._new_member_id = new_member_id

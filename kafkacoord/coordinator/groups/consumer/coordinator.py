@@ -88,7 +88,10 @@ def rebalance_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
 
 @dataclass(slots=True)
 class Plan:
-    """What one event decides for a group, before any of it is replayed."""
+    """What one event decides for a group, before any of it is replayed: the members as
+    the event leaves them, the group epoch and target assignment epoch, each member's
+    target assignment, and the records that say so (in Kafka, what ``GroupMetadataManager``
+    works out before it returns the records in a ``CoordinatorResult``)."""
 
     group: ConsumerGroup
     members: dict[str, ConsumerMember]
@@ -99,6 +102,20 @@ class Plan:
 
 
 class ConsumerGroups:
+    """The consumer groups of one group shard: the consumer-protocol half of Kafka's
+    ``GroupMetadataManager``.
+
+    It answers ``ConsumerGroupHeartbeat`` (join at member epoch 0, heartbeat, leave at -1,
+    or -2 for a static member), expires members whose session times out and fences those
+    that do not revoke within their rebalance timeout, and follows the subscribed topics'
+    metadata. A change of membership, subscription or metadata bumps the group epoch and
+    computes the new target assignment with the server-side assignor in the same result;
+    each member then reconciles towards its target (:func:`.reconciliation.reconcile`).
+    ``groups`` is what replay built from the records; beside it, soft state only: each
+    member's rebalance timeout epoch and where its last heartbeat came from (where
+    ``ConsumerGroupHint`` pushes go).
+    """
+
     def __init__(self, config: GroupConfig, timers: ShardTimers, undo: UndoLog) -> None:
         self.config = config
         self.groups: dict[str, ConsumerGroup] = {}

@@ -43,6 +43,18 @@ def compile_regex(pattern: str) -> re.Pattern[str]:
 
 
 class ConsumerGroup:
+    """A consumer group (Kafka's ``ConsumerGroup``): its group epoch, the epoch of its
+    target assignment (``assignment_epoch``), its members and static member ids, each
+    member's target assignment, the metadata of the topics it subscribes to, and the
+    epoch of the member that owns each partition (Kafka's partition epochs, so no
+    partition has two owners).
+
+    Only replay changes it (the ``replay_*`` methods, one per ``ConsumerGroup*`` record),
+    and its state is derived: Empty without members, Assigning while the group epoch is
+    ahead of the target assignment's, Stable once every member has reconciled to the
+    target, Reconciling in between.
+    """
+
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
         self.group_epoch = 0

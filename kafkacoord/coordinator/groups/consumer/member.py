@@ -30,6 +30,17 @@ STATIC_LEAVE_EPOCH: Final = -2
 
 @dataclass(frozen=True, slots=True)
 class ConsumerMember:
+    """A member of a consumer group (Kafka's ``ConsumerGroupMember``).
+
+    Its identity and subscription, as ``ConsumerGroupMemberMetadata`` holds them: client
+    id and host, subscribed topic names or regex, rebalance timeout, instance id (a static
+    member), rack id and the server-side assignor it asks for; ``classic`` while it still
+    speaks the classic protocol. And where it stands in reconciliation, as
+    ``ConsumerGroupCurrentMemberAssignment`` holds it: its member epoch and the one before,
+    its state (Kafka's ``MemberState``), the partitions assigned to it and those it has
+    yet to revoke. Handlers build the member they want (:meth:`replace`); replay installs it.
+    """
+
     member_id: str
     client_id: str = ""
     client_host: str = ""

@@ -66,6 +66,10 @@ def reconcile(
 
 @dataclass(frozen=True, slots=True)
 class _Step:
+    """What one reconciliation step reads: the target assignment and its epoch, who owns
+    each partition now, what the member says it owns (``None``: not reported) and the
+    topics it subscribes to."""
+
     target_epoch: int
     target: Assignment
     partition_epoch: PartitionEpoch

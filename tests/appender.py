@@ -1,8 +1,10 @@
-"""The write-then-answer primitive: durable appends with per-record futures.
+"""Durable appends with per-record futures, for tests and benches: writing records to
+a real broker, and the plain append the benches compare the daemon's writers with.
 
-Records go through one idempotent ``acks=all`` producer with a short linger,
-so appends that arrive together are sent as one batch (group commit). A
-record's future resolves only once the broker has acknowledged it durably.
+Records go through one idempotent ``acks=all`` librdkafka producer with a short
+linger, so appends that arrive together are sent as one batch. A record's future
+resolves only once the broker has acknowledged it durably. The daemon itself appends
+through the shard writers (``coordinator/runtime/writer.py``, ``epoch_writer.py``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import Any, cast
 import structlog
 from confluent_kafka import KafkaError, Message
 
-from .clients import durable_producer
-from .errors import AppendError
+from kafkacoord.storage.clients import durable_producer
+from kafkacoord.storage.errors import AppendError
 
 log = structlog.get_logger(__name__)
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkacoord.coordinator.controller.rebalance import (
+from kafkacoord.coordinator.controller.leader_rebalance import (
     PartitionKey,
     leader_imbalance,
     partitions_to_rebalance,
