@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -157,7 +158,7 @@ class GroupShards:
             else ShardProcessor("test")
         )
         recovery = ShardRecovery(
-            cache, lambda: replay_consumer(bootstrap, "group-commit-loader"), self.topic,
+            cache, partial(replay_consumer, bootstrap, "group-commit-loader"), self.topic,
             offsets_policy(RETENTION_MS),
         )  # fmt: skip
         self.stopped: dict[int, Exception | None] = {}

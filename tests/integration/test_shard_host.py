@@ -6,6 +6,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -128,7 +129,7 @@ class Served:
             LoopProcessor(loop, loop_thread) if driver == "loop" else ShardProcessor("test-shards")
         )
         recovery = ShardRecovery(
-            cache, lambda: replay_consumer(bootstrap, "host-loader"), topics.metadata,
+            cache, partial(replay_consumer, bootstrap, "host-loader"), topics.metadata,
             metadata_policy(), strict=strict,
         )  # fmt: skip
         parts = HostParts(
