@@ -12,6 +12,7 @@ from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Request
+from kafkacoord.coordinator.runtime.writer import TransactionalWriter
 from kafkacoord.server.services.controller import ControllerService
 from kafkacoord.server.services.dispatch import RequestDispatcher, reject
 from kafkacoord.server.services.factory import controller_service
@@ -188,3 +189,45 @@ def test_a_lease_won_again_while_the_last_activation_stops_is_taken_up(
         _setup_cluster(admin)  # the reactivated controller serves
     finally:
         admin.close()
+
+
+def test_a_controller_fenced_while_it_holds_the_lease_takes_the_controller_back(
+    controllers: Controllers,
+) -> None:
+    """A daemon that lost the lease but opened the controller's writer before it noticed
+    fences the one that won. The winner, still holding the lease, activates again; it
+    once stepped down for good and the cluster had no controller for four minutes
+    (found by the fault campaign on tansu, seed 1127)."""
+    service, admin = controllers.first_with_topic(4)
+    assert service.elected and service.activations == 1
+    zombie = TransactionalWriter(
+        controllers.bootstrap, controllers.topics.metadata, 0,
+        transactional_id=f"{controllers.topics.prefix}controller",
+    )  # fmt: skip
+    try:
+        # The controller's next transaction is refused; it activates again and serves.
+        admin.create_topic("after", 2, 2)
+    finally:
+        zombie.close()
+    assert service.activations == 2
+    assert service.active and service.elected
+
+
+def test_a_daemon_that_lost_the_lease_does_not_open_the_controllers_writer(
+    controllers: Controllers,
+) -> None:
+    """An activation that runs after its lease ended (a reload after a failed append,
+    say) stops before it opens the writer, so the controller that won is not fenced."""
+    first, admin = controllers.first_with_topic(4)
+    second = controllers.start(2)
+    wait_until(lambda: second.joined, 60, "the second daemon in the election group")
+    election = first._election
+    assert election is not None
+    election.close()  # the lease ends: the second daemon wins it
+    wait_until(lambda: second.active, 60, "the second controller")
+    epoch = second.epoch
+    first._activate()  # late, as a reload would
+    wait_until(lambda: first.host is not None and first.host.finished, 30, "the late one")
+    admin.create_topic("after", 2, 2)
+    assert second.active and second.epoch == epoch and second.activations == 1
+    assert not first.active

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -22,12 +22,20 @@ from kafkacoord.coordinator.protocol.controller_api import RegisterNode, Registe
 from kafkacoord.coordinator.runtime.driven import Processor
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.processor import LoopProcessor, ShardProcessor
-from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef, Result, Shard
-from kafkacoord.coordinator.runtime.writer import TransactionalWriter
+from kafkacoord.coordinator.runtime.shard import (
+    RawRecord,
+    Record,
+    Reply,
+    Request,
+    RequestRef,
+    Result,
+    Shard,
+)
+from kafkacoord.coordinator.runtime.writer import Delivered, ShardWriter, TransactionalWriter
 from kafkacoord.server.services.dispatch import RequestDispatcher, reject
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import replay_consumer
-from kafkacoord.storage.errors import PoisonRecordError
+from kafkacoord.storage.errors import AppendError, PoisonRecordError
 from kafkacoord.storage.fold import metadata_policy
 from kafkacoord.storage.recovery import ShardRecovery
 from kafkacoord.storage.topics import InternalTopics
@@ -106,8 +114,10 @@ class Served:
         strict: bool | None = None,
         driver: str = "processor",
         on_active: Callable[[ShardHost], None] | None = None,
+        wrap_writer: Callable[[ShardWriter], ShardWriter] = lambda writer: writer,
     ) -> None:
         self.shard = NodeBook()
+        self.writers_opened = 0
         self.serving = True
 
         def to_host(request: Request) -> None:
@@ -138,10 +148,10 @@ class Served:
             policy=metadata_policy(),
             recover=lambda: recovery.recover([0], identity)[0],
             make_shard=lambda: self.shard,
-            make_writer=lambda: TransactionalWriter(
+            make_writer=lambda: self._opened(wrap_writer(TransactionalWriter(
                 bootstrap, topics.metadata, 0, transactional_id=f"{topics.prefix}controller"
-            ),
-        )
+            ))),
+        )  # fmt: skip
         self.stopped_with: list[Exception | None] = []
         self.host = ShardHost(
             "metadata-0", parts, processor=self.processor, unavailable=ErrorCode.NOT_CONTROLLER,
@@ -152,6 +162,10 @@ class Served:
         assert self.host.wait_active(30)
         if routes is not None:
             routes.set(CONTROLLER, self.listener.endpoint)
+
+    def _opened(self, writer: ShardWriter) -> ShardWriter:
+        self.writers_opened += 1
+        return writer
 
     def stop_listening(self) -> None:
         """Stop taking requests (the host itself runs on)."""
@@ -308,6 +322,55 @@ def test_requests_while_stopped_get_the_unavailable_error(
                 client.call(CONTROLLER, RegisterNode(node_id=3, incarnation="x"),
                             RegisterNodeResponse, timeout_s=2, attempt_timeout_s=1)  # fmt: skip
             assert info.value.code is ErrorCode.NOT_CONTROLLER
+        finally:
+            served.close()
+
+
+class HangingWriter:
+    """Appends hang until ``give_up``, then fail as a broker that stopped answering. The
+    submit blocks its caller, as the controller's transactional append does."""
+
+    def __init__(self, inner: ShardWriter) -> None:
+        self.inner = inner
+        self.hanging = threading.Event()
+        self.give_up = threading.Event()
+
+    def write(self, records: Sequence[RawRecord]) -> list[int]:
+        return self.inner.write(records)
+
+    def submit(self, records: Sequence[RawRecord], done: Delivered) -> None:
+        self.hanging.set()
+        self.give_up.wait(30)
+        done([-1] * len(records), AppendError("broker did not answer", retriable=True))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_host_told_to_stop_while_its_append_hangs_stops_rather_than_reloads(
+    bootstrap: str, topics: InternalTopics, tmp_path: Path, driver: str
+) -> None:
+    """Found by the fault campaign on tansu: a controller lost its lease while an append
+    hung; when the append failed it reloaded, opened a new writer and fenced the
+    controller that had won, leaving the cluster with none for four minutes."""
+    writers: list[HangingWriter] = []
+
+    def hanging(writer: ShardWriter) -> ShardWriter:
+        writers.append(HangingWriter(writer))
+        return writers[-1]
+
+    with StateCache(tmp_path / "c") as cache:
+        served = Served(bootstrap, topics, cache, "id-1", driver=driver, wrap_writer=hanging)
+        try:
+            body = RegisterNode(node_id=1, incarnation="i1")
+            served.host.submit(Request(RequestRef("c", 1), "RegisterNode", body))
+            assert writers[0].hanging.wait(10)
+            served.host.stop(timeout_s=0)  # the lease ends while the append hangs
+            writers[0].give_up.set()
+            served.wait_stopped()
+            time.sleep(0.5)  # a reload would have opened its writer by now
+            assert served.writers_opened == 1
+            assert served.host.state is HostState.STOPPED
         finally:
             served.close()
 

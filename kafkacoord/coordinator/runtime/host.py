@@ -197,8 +197,8 @@ class ShardHost:
             return self._drain(later, turn)
         self.appends.pump(turn)
         if self.appends.reload_needed:
-            self._detach_to_reload()
-        elif guards.reset_cause is not None:
+            return self._detach_to_reload()
+        if guards.reset_cause is not None:
             return self._step_resetting([], turn)
         return True
 
@@ -257,8 +257,7 @@ class ShardHost:
             log.warning("reloading shard", shard=self.name, cause=self._guards.reset_cause)
             self.appends.close_writer()
         self._guards.reset_cause = None
-        self._detach_to_reload()
-        return True
+        return self._detach_to_reload()
 
     def _drain(self, events: list[object], turn: Turn) -> bool:
         """A stopping host's step: no new work, its appends move on; False once they
@@ -273,10 +272,13 @@ class ShardHost:
 
     def _load_then_attach(self) -> None:
         """Load (on a thread of its own), then hand the host to its processor."""
+        if self._stopping():  # asked before a reload got under way
+            self.finish()
+            return
         try:
             self.state = HostState.LOADING
             self._active.clear()
-            self._loader.load(self.parts, self._replayed)
+            self._loader.load(self.parts, self._replayed, self._stopping)
             self.state = HostState.ACTIVE
             self._active.set()
             if self._on_active is not None:
@@ -292,27 +294,38 @@ class ShardHost:
                 return
         self.finish()
 
+    def _stopping(self) -> bool:
+        with self._lifecycle:
+            return self._stop_requested
+
     def _replayed(self, shard: Shard) -> None:
         """The load replayed a new shard: it serves from now on, timers afresh."""
         self._guards.loaded()
         self.shard = shard
 
-    def _detach_to_reload(self) -> None:
+    def _detach_to_reload(self) -> bool:
         """Reload on a thread of its own, as the first load did; then attach again.
 
         The processor's thread serves every other shard (and, in the daemon, every
         connection): a reload (a new producer id, the leader marker, the log's tail)
         must not hold it. Meanwhile this shard's requests are refused as loading.
+
+        False, and no reload, once a stop was asked for (it may wait in the queue behind
+        the step that failed): a controller that lost its lease while its append hung
+        would otherwise open a new writer and fence the controller that won.
         """
         self.appends.reload_needed = False
+        with self._lifecycle:
+            if self._stop_requested:
+                return False
+            self._attached = False
         self.state = HostState.LOADING
         self._active.clear()
-        with self._lifecycle:
-            self._attached = False
         self.detached = True
         threading.Thread(
             target=self._load_then_attach, name=f"shard-{self.name}-reload", daemon=True
         ).start()
+        return True
 
     def _failure_of(self, exc: Exception) -> Exception:
         """Log why the host stops: an expected stop with one line, anything else with

@@ -21,6 +21,7 @@ from kafkacoord.codecs.fencing import controller_epoch_of
 from kafkacoord.codecs.models import AvroModel
 from kafkacoord.gc_pause import freeze_long_lived, gc_paused, thaw
 from kafkacoord.storage.cache import ShardStore
+from kafkacoord.storage.errors import LoadCancelledError
 
 from .appends import AppendPipeline
 from .guards import apply_result
@@ -84,16 +85,24 @@ class ShardLoader:
         self._clock_ms = clock_ms
         self._flush_timeout_s = flush_timeout_s
 
-    def load(self, parts: HostParts, replayed: Callable[[Shard], None]) -> None:
+    def load(
+        self,
+        parts: HostParts,
+        replayed: Callable[[Shard], None],
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> None:
         """Load the shard anew; ``replayed`` takes it before it is activated.
 
         An append of the activation that fails loads it again, as a failed append of a
-        serving shard does; a fenced writer, or any other failure, is raised.
+        serving shard does, unless the host is ``stopping`` (LoadCancelledError); a
+        fenced writer, or any other failure, is raised.
         """
         thaw()  # a reload drops the shard's old state: let the collector see it again
         with gc_paused():  # a load allocates the whole state at once
             while not self._load_paused(parts, replayed):
                 self._appends.reload_needed = False
+                if stopping():  # a new writer would fence whoever holds the shard now
+                    raise LoadCancelledError(f"{self.name}: stopped while loading")
             # Before the collector is back: its first run would walk all the new state.
             freeze_long_lived()
 

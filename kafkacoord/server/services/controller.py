@@ -36,7 +36,7 @@ from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
 from kafkacoord.coordinator.runtime.observer import HostObserver
 from kafkacoord.coordinator.runtime.restarts import RestartBackoff
 from kafkacoord.coordinator.runtime.shard import Request
-from kafkacoord.coordinator.runtime.writer import ShardWriter, WriterFencedError
+from kafkacoord.coordinator.runtime.writer import ShardWriter
 from kafkacoord.gc_pause import (
     FREEZE_AFTER_RECORDS,
     freeze_long_lived,
@@ -54,8 +54,6 @@ from .election import ControllerElection
 log = structlog.get_logger(__name__)
 
 STANDBY_INTERVAL_S = 2.0
-# Stops that are not retried: fenced by a newer controller, or a load its owner cancelled.
-_FINAL_STOPS = (WriterFencedError, LoadCancelledError)
 
 
 ElectionFactory = Callable[[Callable[[], None], Callable[[], None]], ControllerElection]
@@ -177,10 +175,18 @@ class ControllerService:
                 elections=self.elections,
                 endpoint=self._endpoint,
             ),
-            make_writer=self._make_writer,
+            make_writer=self._leased_writer,
             # Sent after the turn's cache write: a reply never runs ahead of the cache.
             replies=self._processor.replies,
         )
+
+    def _leased_writer(self) -> ShardWriter:
+        """Open the writer, which fences every other: only while holding the lease, so
+        a daemon that lost it mid-activation cannot fence the controller that won."""
+        election = self._election
+        if election is not None and not election.active:
+            raise LoadCancelledError("the controller lease was lost before the writer opened")
+        return self._make_writer()
 
     # -- the standby ---------------------------------------------------------------------
 
@@ -261,12 +267,12 @@ class ControllerService:
         if pending and self.elected and not self._closed:
             self._activate()
             return
-        if failure is None or self._closed or isinstance(failure, _FINAL_STOPS):
-            # A fenced writer means another controller opened the transactional id: this
-            # one resigns, and the election activates it again if it wins once more.
+        if failure is None or self._closed or isinstance(failure, LoadCancelledError):
             return
         # Still holding the lease (a broker hiccup, a bug): try again shortly, and less
-        # often if it keeps stopping (runtime/restarts.py).
+        # often if it keeps stopping (runtime/restarts.py). Fenced while holding it, the
+        # fencer is a daemon that lost the lease and opened a writer before it noticed:
+        # stepping down for good would leave the cluster with no controller.
         if self.elected:
             delay_s = self._backoff.next_delay_s()
             log.warning("controller stopped; retrying activation", delay_s=delay_s,
