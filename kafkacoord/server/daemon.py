@@ -50,9 +50,13 @@ from kafkacoord.storage.poison import add_strict_listener, remove_strict_listene
 from kafkacoord.storage.recovery import DEFAULT_DELETE_RETENTION_MS, ShardLoad, ShardRecovery
 from kafkacoord.storage.reseed import reseed
 from kafkacoord.storage.topics import delete_retention, ensure_topics
+from kafkacoord.threads import Supervisor, spawn, supervising
 from kafkacoord.wire import Listener, server_context
 
 log = structlog.get_logger(__name__)
+
+# How long a stopped daemon waits for its services' threads to end.
+STOP_THREADS_S = 2.0
 
 
 class CacheLockedError(StorageError):
@@ -76,6 +80,8 @@ class Daemon:
         self.settings = settings
         self.state = DaemonState()
         self._stop = threading.Event()
+        # Owns every thread the daemon's services start (kafkacoord/threads.py).
+        self.threads = Supervisor(f"daemon-{settings.node_id}")
         self._broker: EmbeddedBroker | KafkaBroker | None = None
         self._cache: StateCache | None = None
         self.listener: Listener | None = None
@@ -135,6 +141,10 @@ class Daemon:
         self._stop.set()
 
     def start(self) -> None:
+        with supervising(self.threads):
+            self._start()
+
+    def _start(self) -> None:
         s = self.settings
         started = time.monotonic()
         set_strict(s.strict_records)
@@ -279,9 +289,7 @@ class Daemon:
         )  # fmt: skip
         self.groups.agent = self.agent
         # Registration waits for a controller, possibly this daemon's own: not on this thread.
-        threading.Thread(
-            target=self._start_agent, args=(self.agent,), name="agent-start", daemon=True
-        ).start()
+        spawn("agent-start", self._start_agent, self.agent)
         self._watchdog = BrokerWatchdog(
             self._probe, self.state.identities, self._on_broker_changed,
             interval_s=s.broker_check_interval_ms / 1000,
@@ -444,4 +452,7 @@ class Daemon:
             self._broker = None
         self.ops.close()
         remove_strict_listener(self._on_strict_failure)
+        left = self.threads.stop(timeout_s=STOP_THREADS_S)
+        if left:
+            log.warning("threads still running after stop", threads=left)
         log.info("daemon stopped")

@@ -34,6 +34,7 @@ import structlog
 from confluent_kafka import KafkaException
 
 from kafkacoord.loops import new_event_loop
+from kafkacoord.threads import spawn
 
 from . import produce_wire as wire
 from .clients import admin_client
@@ -62,10 +63,7 @@ class IoLoop:
 
     def __init__(self, name: str) -> None:
         self.loop = new_event_loop()
-        self._thread: threading.Thread | None = threading.Thread(
-            target=self.loop.run_forever, name=name, daemon=True
-        )
-        self._thread.start()
+        self._thread: threading.Thread | None = spawn(name, self.loop.run_forever)
         self._thread_id = self._thread.ident
 
     @classmethod

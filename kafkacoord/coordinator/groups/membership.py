@@ -6,16 +6,14 @@ groups: member ids handed out with MEMBER_ID_REQUIRED (KIP-394), static members
 (``group.instance.id``, KIP-345), the initial delayed join, the rebalance and session
 timeouts, the pending-sync timeout, protocol selection and leader election.
 
-It works on the shard's groups and timers. Like Kafka, it changes a group's soft state in
-memory and returns a ``GroupMetadataValue`` record where Kafka writes one: when a rebalance
-leaves the group Empty, when a static member is replaced in a Stable group, and at the
-leader's SyncGroup, whose post-commit action hands out the assignment and makes the
-group Stable. Replies to parked requests come back in the :class:`Result` of whatever
-completes them.
+Like Kafka, it changes a group's soft state in memory and returns a ``GroupMetadataValue``
+record where Kafka writes one: a rebalance that leaves the group Empty, a static member
+replaced in a Stable group, and the leader's SyncGroup (whose post-commit action hands out
+the assignment). Replies to parked requests come in the :class:`Result` that completes them.
 
 Each entry point that changes a group in place (JoinGroup, SyncGroup, LeaveGroup and the
-three timeouts) first saves that one group in the shard's undo log, so a failure puts it
-back; Heartbeat changes only a deadline, which the timers log themselves.
+three timeouts) first saves that group in the shard's undo log; Heartbeat changes only a
+deadline, which the timers log themselves.
 """
 
 from __future__ import annotations
@@ -118,14 +116,8 @@ def join_reply(
 class Membership:
     """Rebalances of the shard's classic groups."""
 
-    def __init__(
-        self,
-        config: GroupConfig,
-        groups: dict[str, ClassicGroup],
-        timers: ShardTimers,
-        new_member_id: MemberIdFactory,
-        undo: UndoLog,
-    ) -> None:
+    def __init__(self, config: GroupConfig, groups: dict[str, ClassicGroup], timers: ShardTimers,
+                 new_member_id: MemberIdFactory, undo: UndoLog) -> None:  # fmt: skip
         self.config = config
         self._groups = groups  # shared with the shard
         self._timers = timers

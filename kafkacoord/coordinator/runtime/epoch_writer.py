@@ -39,6 +39,7 @@ from kafkacoord.storage.clients import replay_consumer
 from kafkacoord.storage.errors import AppendError
 from kafkacoord.storage.fencing import epoch_headers, marker_epoch
 from kafkacoord.storage.produce_wire import Header
+from kafkacoord.threads import spawn
 
 from .shard import RawRecord
 from .writer import Delivered, WriterFencedError
@@ -193,8 +194,7 @@ class LeaderEpochWriter:
         if behind is None:
             self._settle(*outcome)
         elif start:
-            threading.Thread(target=self._catch_up, daemon=True,
-                             name=f"{self.topic}-{self.partition}-gap").start()  # fmt: skip
+            spawn(f"{self.topic}-{self.partition}-gap", self._catch_up)
 
     def _after_gap(self, base: int, error: AppendError | None) -> bool:
         """Whether settling this batch would read a gap back (see _check_consecutive)."""

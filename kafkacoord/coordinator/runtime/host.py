@@ -27,19 +27,18 @@ import structlog
 
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.gc_pause import thaw
-from kafkacoord.storage.errors import LoadCancelledError, PoisonRecordError
+from kafkacoord.threads import spawn
 
 from .appends import AppendPipeline, refusals
 from .clock import steady_ms
 from .driven import ATTACH, WAKE, Processor
 from .guards import Event, Guards
-from .host_parts import HostParts, HostState, HostStats
+from .host_parts import HostParts, HostState, HostStats, logged_failure
 from .loader import ShardLoader
 from .observer import HostObserver, NullObserver
 from .reply_cache import ReplyCache
 from .shard import Reply, Request, Result, Shard
 from .turn import Turn
-from .writer import WriterFencedError
 
 log = structlog.get_logger(__name__)
 
@@ -104,9 +103,7 @@ class ShardHost:
         self.detached = False
         # Set once stopping: when the appends still in flight stop being waited for.
         self._draining_until: float | None = None
-        self._thread = threading.Thread(
-            target=self._load_then_attach, name=f"shard-{name}", daemon=True
-        )
+        self._thread = spawn(f"shard-{name}", self._load_then_attach, start=False)
 
     # -- owner API ---------------------------------------------------------------------
 
@@ -212,7 +209,7 @@ class ShardHost:
 
     def fail(self, exc: Exception) -> None:
         """The host failed with ``exc`` (its load, or a step): log why, then finish."""
-        self.finish(self._failure_of(exc))
+        self.finish(logged_failure(self.name, exc))
 
     def finish(self, failure: Exception | None = None) -> None:
         """Let go of the store, answer what is left and tell the owner the host stopped.
@@ -322,25 +319,8 @@ class ShardHost:
         self.state = HostState.LOADING
         self._active.clear()
         self.detached = True
-        threading.Thread(
-            target=self._load_then_attach, name=f"shard-{self.name}-reload", daemon=True
-        ).start()
+        spawn(f"shard-{self.name}-reload", self._load_then_attach)
         return True
-
-    def _failure_of(self, exc: Exception) -> Exception:
-        """Log why the host stops: an expected stop with one line, anything else with
-        its traceback."""
-        if isinstance(exc, WriterFencedError):
-            log.error("shard writer fenced; stepping down", shard=self.name, error=str(exc))
-        elif isinstance(exc, PoisonRecordError):
-            # Strict mode: the daemon already reports the record and stops; no traceback.
-            log.error("shard load stopped at a poison record", shard=self.name, error=str(exc))
-        elif isinstance(exc, LoadCancelledError):
-            log.info("shard load cancelled", shard=self.name)  # its owner is closing
-        else:
-            log.error("shard host failed", shard=self.name, error=f"{type(exc).__name__}: {exc}",
-                      exc_info=exc)  # fmt: skip
-        return exc
 
     def _shutdown(self) -> None:
         thaw()

@@ -7,12 +7,17 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import structlog
+
 from kafkacoord.storage.cache import ShardStore
+from kafkacoord.storage.errors import LoadCancelledError, PoisonRecordError
 from kafkacoord.storage.fold import FoldPolicy
 from kafkacoord.storage.recovery import ShardLoad
 
 from .shard import ChannelReplies, ReplySink, Shard
-from .writer import ShardWriter
+from .writer import ShardWriter, WriterFencedError
+
+log = structlog.get_logger(__name__)
 
 
 class HostState(enum.Enum):
@@ -57,3 +62,19 @@ class HostParts:
 
 
 __all__ = ["HostParts", "HostState", "HostStats"]
+
+
+def logged_failure(name: str, exc: Exception) -> Exception:
+    """Log why host ``name`` stops: an expected stop with one line, anything else with its
+    traceback."""
+    if isinstance(exc, WriterFencedError):
+        log.error("shard writer fenced; stepping down", shard=name, error=str(exc))
+    elif isinstance(exc, PoisonRecordError):
+        # Strict mode: the daemon already reports the record and stops; no traceback.
+        log.error("shard load stopped at a poison record", shard=name, error=str(exc))
+    elif isinstance(exc, LoadCancelledError):
+        log.info("shard load cancelled", shard=name)  # its owner is closing
+    else:
+        log.error("shard host failed", shard=name, error=f"{type(exc).__name__}: {exc}",
+                  exc_info=exc)  # fmt: skip
+    return exc

@@ -28,6 +28,8 @@ from typing import Final, cast
 
 import structlog
 
+from kafkacoord.threads import spawn
+
 from .driven import ATTACH, WAKE, DrivenHost, Processor
 from .shard import Reply, Request, send_replies
 from .turn import STALL_S, GroupCommits, Turn
@@ -80,8 +82,7 @@ class ShardProcessor:
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[tuple[DrivenHost | None, object]] = queue.SimpleQueue()
         self._hosts: dict[int, DrivenHost] = {}
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._thread = spawn(name, self._run)
 
     def put(self, host: DrivenHost, event: object) -> None:
         self._queue.put((host, event))

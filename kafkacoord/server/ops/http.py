@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
+
+from kafkacoord.threads import spawn
 
 from .health import Health
 
@@ -83,10 +84,7 @@ class OpsServer:
         )
         self.host = host
         self.port: int = self._server.server_port
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, name="ops-http",
-            daemon=True,
-        )  # fmt: skip
+        self._thread = spawn("ops-http", self._server.serve_forever, 0.2, start=False)
 
     @property
     def url(self) -> str:

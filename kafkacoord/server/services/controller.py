@@ -47,6 +47,7 @@ from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.errors import LoadCancelledError
 from kafkacoord.storage.fold import metadata_policy
 from kafkacoord.storage.recovery import ShardLoad, ShardRecovery, ShardTail
+from kafkacoord.threads import later, spawn
 
 from .dispatch import reject
 from .election import ControllerElection
@@ -118,11 +119,7 @@ class ControllerService:
         """Start following the log (unless standby is off), then join the election:
         winning it activates the controller."""
         if self._standby_interval_s is not None:
-            self._standby = threading.Thread(
-                target=self._follow, args=(self._standby_interval_s,),
-                name="controller-standby", daemon=True,
-            )  # fmt: skip
-            self._standby.start()
+            self._standby = spawn("controller-standby", self._follow, self._standby_interval_s)
         self._election = self._make_election(self._activate, self._deactivate)
         return self
 
@@ -277,9 +274,7 @@ class ControllerService:
             delay_s = self._backoff.next_delay_s()
             log.warning("controller stopped; retrying activation", delay_s=delay_s,
                         error=f"{type(failure).__name__}: {failure}")  # fmt: skip
-            timer = threading.Timer(delay_s, self._retry)
-            timer.daemon = True
-            timer.start()
+            later(delay_s, self._retry, name="controller-retry")
 
     def _retry(self) -> None:
         if self.elected and not self._closed:

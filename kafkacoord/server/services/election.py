@@ -15,6 +15,7 @@ import structlog
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kafkacoord.storage.clients import base_config, close_after
+from kafkacoord.threads import spawn
 
 log = structlog.get_logger(__name__)
 
@@ -62,8 +63,7 @@ class ControllerElection:
         self._consumer.subscribe(
             [topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
         )
-        self._thread = threading.Thread(target=self._serve, name=f"{client_id}-elect", daemon=True)
-        self._thread.start()
+        self._thread = spawn(client_id, self._serve)
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.joined = True

@@ -40,6 +40,7 @@ from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.errors import LoadCancelledError, PoisonRecordError
 from kafkacoord.storage.fold import offsets_policy
 from kafkacoord.storage.recovery import ShardLoad, ShardRecovery
+from kafkacoord.threads import later, spawn
 
 from .dispatch import reject
 from .topic_metadata import TopicsImage, TopicWatcher
@@ -101,9 +102,7 @@ class GroupService:
         self._backoffs: dict[int, RestartBackoff] = {}
         self._restarting: set[int] = set()
         self._closing = threading.Event()
-        self._warmer = threading.Thread(
-            target=self._keep_warm, args=(warm_interval_s,), name="groups-warm", daemon=True
-        )
+        self._warmer = spawn("groups-warm", self._keep_warm, warm_interval_s, start=False)
         # Consumer groups (KIP-848) follow the broker's topics.
         self._topics: TopicsImage | None = None
         self._watcher = None if topic_watcher is None else topic_watcher(self._on_topics)
@@ -162,7 +161,7 @@ class GroupService:
         with self._lock:
             self.followed.add(partition)
         if self.settings.node_id not in state.isr:
-            threading.Thread(target=self._catch_up, args=(partition,), daemon=True).start()
+            spawn(f"groups-catch-up-{partition}", self._catch_up, partition)
 
     def _catch_up(self, partition: int) -> None:
         """A follower is in sync once its cache holds the shard's log to the end."""
@@ -224,9 +223,8 @@ class GroupService:
             self._restarting.add(partition)
         log.warning("group shard stopped; restarting it", partition=partition,
                     delay_s=delay_s, error=f"{type(failure).__name__}: {failure}")  # fmt: skip
-        timer = threading.Timer(delay_s, self._restart, (partition, leader_epoch, host))
-        timer.daemon = True
-        timer.start()
+        later(delay_s, self._restart, partition, leader_epoch, host,
+              name=f"groups-restart-{partition}")  # fmt: skip
 
     def _restart(self, partition: int, leader_epoch: int, stopped: ShardHost) -> None:
         with self._lock:

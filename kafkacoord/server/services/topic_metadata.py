@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from kafkacoord.codecs.models import PartitionRacks, SubscribedTopic
+from kafkacoord.threads import spawn
 
 log = structlog.get_logger(__name__)
 
@@ -67,7 +68,7 @@ class TopicWatcher:
         self._interval_s = interval_s
         self._timeout_s = timeout_s
         self._closing = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="topic-metadata", daemon=True)
+        self._thread = spawn("topic-metadata", self._run, start=False)
         self.image: TopicsImage | None = None
 
     def start(self) -> TopicWatcher:

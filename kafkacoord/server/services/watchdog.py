@@ -20,6 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection
 
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.errors import BrokerUnavailableError
+from kafkacoord.threads import spawn
 
 log = structlog.get_logger(__name__)
 
@@ -84,7 +85,7 @@ class BrokerWatchdog:
         self._interval_s = interval_s
         self._unreachable_interval_s = min(unreachable_interval_s, interval_s)
         self._closing = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="broker-watchdog", daemon=True)
+        self._thread = spawn("broker-watchdog", self._run, start=False)
 
     def start(self) -> BrokerWatchdog:
         self._thread.start()
