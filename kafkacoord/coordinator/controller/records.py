@@ -13,6 +13,7 @@ on them, and refuses a value that carries another.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Final
 
 from kafkacoord.codecs.fencing import NO_EPOCH
@@ -113,18 +114,8 @@ def reregistered_node_value(
     old: NodeValue, *, rack: str | None, endpoints: dict[str, str], roles: tuple[str, ...]
 ) -> NodeValue:
     """``old`` registered again by the same incarnation, with a new rack, endpoints or roles."""
-    return NodeValue(
-        node_id=old.node_id,
-        incarnation=old.incarnation,
-        node_epoch=old.node_epoch,
-        fenced=old.fenced,
-        registered_ms=old.registered_ms,
-        controller_epoch=EPOCH_FROM_BATCH,
-        rack=rack,
-        endpoints=endpoints,
-        shutting_down=old.shutting_down,
-        roles=roles,
-    )
+    return dataclasses.replace(old, controller_epoch=EPOCH_FROM_BATCH, rack=rack,
+                               endpoints=endpoints, roles=roles)  # fmt: skip
 
 
 def topic_record(value: TopicValue) -> Record:
@@ -199,17 +190,7 @@ def rebalance_value(
     moves: tuple[RebalanceMove, ...] | None = None,
 ) -> RebalanceValue:
     """``old`` in a new state, with a new message (and, given, fewer moves)."""
-    return RebalanceValue(
-        proposal_id=old.proposal_id,
-        state=state,
-        goals=old.goals,
-        remove_nodes=old.remove_nodes,
-        moves=old.moves if moves is None else moves,
-        max_concurrent_moves_per_node=old.max_concurrent_moves_per_node,
-        max_concurrent_moves=old.max_concurrent_moves,
-        max_concurrent_leader_moves=old.max_concurrent_leader_moves,
-        started_ms=old.started_ms,
-        updated_ms=updated_ms,
-        controller_epoch=EPOCH_FROM_BATCH,
-        message=message,
-    )
+    return dataclasses.replace(
+        old, state=state, moves=old.moves if moves is None else moves, updated_ms=updated_ms,
+        controller_epoch=EPOCH_FROM_BATCH, message=message,
+    )  # fmt: skip
