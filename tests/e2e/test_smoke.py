@@ -153,7 +153,9 @@ def test_restarted_broker_answers_again_on_the_same_address(
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic("before-restart", 1, 1)]).values():
         future.result(30)
-    assert "before-restart" in admin.list_topics(timeout=10).topics
+    # A created topic reaches the broker's metadata cache a moment after CreateTopics answers.
+    wait_until(lambda: "before-restart" in admin.list_topics(timeout=10).topics, 30,
+               "the topic listed")  # fmt: skip
 
     broker.restart()
 
