@@ -44,6 +44,9 @@ def daemon(
     ] = None,
     node_id: Annotated[int | None, typer.Option(help="This daemon's node id.")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Cache and log directory.")] = None,
+    listen: Annotated[
+        str | None, typer.Option(help="host:port of the request listener.", show_default=False)
+    ] = None,
     strict: Annotated[
         bool | None, typer.Option("--strict/--lenient", help="Stop on poison records.")
     ] = None,
@@ -54,6 +57,7 @@ def daemon(
 ) -> None:
     """Run the daemon until SIGINT or SIGTERM."""
     from kafkacoord.server.daemon import Daemon
+    from kafkacoord.server.listener_policy import ListenerSecurityError
 
     try:
         settings = load_settings(
@@ -61,6 +65,7 @@ def daemon(
             bootstrap=bootstrap,
             node_id=node_id,
             data_dir=data_dir,
+            listen=listen,
             strict_records=strict,
             embedded_broker=embedded_broker.value if embedded_broker else None,
         )
@@ -69,7 +74,12 @@ def daemon(
         raise typer.Exit(2) from exc
     logs.configure(settings.log_level, settings.log_format)
     try:
-        code = Daemon(settings).run()
+        daemon = Daemon(settings)
+    except ListenerSecurityError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    try:
+        code = daemon.run()
     except StorageError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc

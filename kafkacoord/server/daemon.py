@@ -27,6 +27,7 @@ from kafkacoord.coordinator.runtime.processor import LoopProcessor
 from kafkacoord.coordinator.runtime.shard import Request
 from kafkacoord.gc_pause import raise_young_threshold
 from kafkacoord.server import embedded
+from kafkacoord.server.listener_policy import check_listener
 from kafkacoord.server.ops import OpsService, StatusSource
 from kafkacoord.server.services.controller import ControllerService
 from kafkacoord.server.services.dispatch import RequestDispatcher, reject
@@ -77,6 +78,8 @@ class Daemon:
     """One kafkacoord process: broker, internal topics, cache, listener, election, shards."""
 
     def __init__(self, settings: Settings) -> None:
+        # Before anything starts: raises ListenerSecurityError on an open listener.
+        self._listener_warning = check_listener(settings)
         self.settings = settings
         self.state = DaemonState()
         self._stop = threading.Event()
@@ -88,6 +91,7 @@ class Daemon:
         self.dispatcher = RequestDispatcher(
             self._to_controller, self._to_groups,
             admin_principals=settings.admin_principals if settings.tls_client_ca else None,
+            node_principals=settings.node_principals,
             offsets_partitions=settings.offsets_partitions,
         )  # fmt: skip
         self.controller: ControllerService | None = None
@@ -221,6 +225,8 @@ class Daemon:
         ).start()  # fmt: skip
         log.info("listening", endpoint=self.listener.endpoint, advertised=self.listener.advertised,
                  tls=tls is not None, mutual_tls=s.tls_client_ca is not None)  # fmt: skip
+        if self._listener_warning is not None:
+            log.warning(self._listener_warning, setting="allow_plaintext_admin")
 
     def _to_controller(self, request: Request) -> None:
         controller = self.controller

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import (
@@ -93,6 +93,18 @@ class Settings(BaseSettings):
     admin_principals: list[str] = Field(
         default_factory=list,
         description="With mutual TLS: certificate subjects allowed to make mutating admin calls.",
+    )
+    node_principals: dict[str, list[Annotated[int, Field(ge=0)]]] = Field(
+        default_factory=dict,
+        description="With mutual TLS: the node ids each certificate subject may register and "
+        "heartbeat as (Kafka's CLUSTER_ACTION, per node). Every daemon's and node agent's "
+        'certificate needs its own node id here, e.g. {"CN=kc-1" = [1]}.',
+    )
+    allow_plaintext_admin: bool = Field(
+        False,
+        description="Serve node and admin calls on a listener that is not on loopback and "
+        "does not authenticate clients (no tls_client_ca): anyone who reaches it may act as "
+        "any node or admin. Without it such a daemon refuses to start.",
     )
     load_chunk_records: int = Field(
         200_000, ge=1, description="Records folded per atomic cache write while loading."
@@ -237,6 +249,11 @@ class Settings(BaseSettings):
         if self.admin_principals and self.tls_client_ca is None:
             raise ValueError(
                 "admin_principals needs mutual TLS (tls_client_ca): without client "
+                "certificates there is no principal to check"
+            )
+        if self.node_principals and self.tls_client_ca is None:
+            raise ValueError(
+                "node_principals needs mutual TLS (tls_client_ca): without client "
                 "certificates there is no principal to check"
             )
         return self

@@ -249,6 +249,8 @@ class Campaign:
             "KAFKACOORD_NODE_ID": str(node),
             "KAFKACOORD_DATA_DIR": str(self.out / name),
             "KAFKACOORD_LISTEN": f"{host.address}:{LISTEN_PORT}",
+            # A lab network of its own, reached only by the campaign's workers.
+            "KAFKACOORD_ALLOW_PLAINTEXT_ADMIN": "true",
             "PYTHONPATH": str(ROOT),  # a test's daemon module may live under tests/
         })  # fmt: skip
         if any(kind.startswith("clock") for kind in self.kinds):

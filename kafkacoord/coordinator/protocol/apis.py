@@ -25,29 +25,48 @@ class ApiSpec:
     request: type[Body]
     response: type[Body]
     # Changes cluster state on an operator's behalf: with mutual TLS only
-    # ``admin_principals`` may call it (Kafka's ALTER/CLUSTER_ACTION on the cluster).
+    # ``admin_principals`` may call it (Kafka's ALTER on the cluster, or on its topics
+    # or groups), and others are refused with ``refused_with``.
     admin: bool = False
     max_version: int = 0
+    # Sent by a node as itself, the node its body's ``node_id`` names (Kafka's
+    # CLUSTER_ACTION): with mutual TLS only a principal node_principals maps to that
+    # node may call it. An API both admin and node may be called by either.
+    node: bool = False
+    refused_with: ErrorCode = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
-def _spec(key: int, request: type[Body], response: type[Body], *, admin: bool = False) -> ApiSpec:
-    return ApiSpec(key, request.__name__, request, response, admin)
+def _spec(
+    key: int, request: type[Body], response: type[Body], *, admin: bool = False,
+    node: bool = False, refused_with: ErrorCode = ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+) -> ApiSpec:  # fmt: skip
+    return ApiSpec(key, request.__name__, request, response, admin, node=node,
+                   refused_with=refused_with)  # fmt: skip
+
+
+# Kafka's codes for an admin write refused on a topic or a group rather than the cluster.
+_TOPIC: Final = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+_GROUP: Final = ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 
 CONTROLLER_APIS: Final[dict[str, ApiSpec]] = {
     s.name: s
     for s in (
-        _spec(62, c.RegisterNode, c.RegisterNodeResponse),  # BrokerRegistration
-        _spec(63, c.NodeHeartbeat, c.NodeHeartbeatResponse),  # BrokerHeartbeat
-        _spec(7, c.ControlledShutdown, c.ControlledShutdownResponse, admin=True),
+        _spec(62, c.RegisterNode, c.RegisterNodeResponse, node=True),  # BrokerRegistration
+        _spec(63, c.NodeHeartbeat, c.NodeHeartbeatResponse, node=True),  # BrokerHeartbeat
+        # A node's own, or an operator's on its behalf (kafkacoord shutdown-node).
+        _spec(7, c.ControlledShutdown, c.ControlledShutdownResponse, admin=True, node=True),
         _spec(64, c.FenceNode, Empty, admin=True),  # UnregisterBroker
-        _spec(56, c.AlterPartition, c.PartitionStateBody),
-        _spec(1000, c.ReplicaStatus, Empty),  # kafkacoord's own: a follower caught up
-        _spec(19, c.CreateTopic, c.CreateTopicResponse, admin=True),  # CreateTopics
-        _spec(20, c.DeleteTopic, Empty, admin=True),  # DeleteTopics
-        _spec(37, c.CreatePartitions, c.CreatePartitionsResponse, admin=True),
+        _spec(56, c.AlterPartition, c.PartitionStateBody, node=True),
+        # kafkacoord's own: a follower caught up.
+        _spec(1000, c.ReplicaStatus, Empty, node=True),
+        _spec(19, c.CreateTopic, c.CreateTopicResponse, admin=True, refused_with=_TOPIC),
+        _spec(20, c.DeleteTopic, Empty, admin=True, refused_with=_TOPIC),  # DeleteTopics
+        _spec(37, c.CreatePartitions, c.CreatePartitionsResponse, admin=True, refused_with=_TOPIC),
         # IncrementalAlterConfigs, for topics.
-        _spec(44, c.AlterTopicConfigs, c.AlterTopicConfigsResponse, admin=True),
+        _spec(
+            44, c.AlterTopicConfigs, c.AlterTopicConfigsResponse, admin=True, refused_with=_TOPIC
+        ),
         _spec(45, c.AlterReassignments, c.PartitionResults, admin=True),
         _spec(43, c.ElectLeaders, c.PartitionResults, admin=True),
         # kafkacoord's own: Cruise Control's rebalance and stop_proposal_execution.
@@ -65,10 +84,10 @@ GROUP_APIS: Final[dict[str, ApiSpec]] = {
         _spec(13, g.LeaveGroup, g.LeaveGroupResponse),
         _spec(8, g.OffsetCommit, g.OffsetCommitResponse),
         _spec(9, g.OffsetFetch, g.OffsetFetchResponse),
-        _spec(47, g.OffsetDelete, g.OffsetDeleteResponse, admin=True),
+        _spec(47, g.OffsetDelete, g.OffsetDeleteResponse, admin=True, refused_with=_GROUP),
         _spec(16, g.ListGroups, g.ListGroupsResponse),
         _spec(15, g.DescribeGroups, g.DescribeGroupsResponse),
-        _spec(42, g.DeleteGroups, g.DeleteGroupsResponse, admin=True),
+        _spec(42, g.DeleteGroups, g.DeleteGroupsResponse, admin=True, refused_with=_GROUP),
         _spec(68, g.ConsumerGroupHeartbeat, g.ConsumerGroupHeartbeatResponse),
         _spec(69, g.ConsumerGroupDescribe, g.ConsumerGroupDescribeResponse),
     )

@@ -78,6 +78,11 @@ class _StatusFamilies:
             "Requests refused before any shard saw them, by api and reason.",
             labels=["api", "reason"],
         )
+        self.auth_failures = counter(
+            "kafkacoord_authorization_failures",
+            "Admin and node calls refused for their principal (mutual TLS), by api.",
+            labels=["api"],
+        )
         self.pauses = counter(
             "kafkacoord_listener_pauses", "Times a connection stopped being read, by reason.",
             labels=["reason"],
@@ -106,7 +111,8 @@ class _StatusFamilies:
             self.started, self.active, self.epoch, self.activations, self.standby_offset,
             self.elections,
             self.shards, self.connections, self.accepted, self.refused, self.received,
-            self.bad_frames, self.rejected, self.requests_refused, self.pauses,
+            self.bad_frames, self.rejected, self.requests_refused, self.auth_failures,
+            self.pauses,
             self.paused_now, self.frames_timed_out, self.handshake_errors, self.pushes_dropped,
             self.buffered,
         ]  # fmt: skip
@@ -149,6 +155,8 @@ class StatusCollector:
                 f.rejected.add_metric([error], count)
             for (api, reason), count in sorted(listener.requests_refused.items()):
                 f.requests_refused.add_metric([api, reason], count)
+                if reason == "unauthorized":
+                    f.auth_failures.add_metric([api], count)
             for reason, count in sorted(listener.paused.items()):
                 f.pauses.add_metric([reason], count)
             f.paused_now.add_metric([], listener.reading_paused)

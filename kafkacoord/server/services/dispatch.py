@@ -5,13 +5,14 @@ daemon cannot read (unknown API or version, a body that is not JSON or not the A
 shape) is answered with an error and its connection closed, as a Kafka broker does. A
 body of the right shape with a value beyond its bound (``protocol/types.py``) is
 refused on its own, and so is a group request sent to a shard that does not own its
-group (NOT_COORDINATOR): their connections serve on. Mutating admin calls are checked
-against ``admin_principals`` when the listener authenticates clients.
+group (NOT_COORDINATOR): their connections serve on. When the listener authenticates
+clients, admin writes and node calls are checked against the principals allowed them
+(:mod:`.authorize`); a refusal is answered alone and its connection serves on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -31,6 +32,8 @@ from kafkacoord.coordinator.protocol.group_api import named_groups
 from kafkacoord.coordinator.runtime.shard import Reply, Request, RequestRef
 from kafkacoord.wire import RequestHeader, ServerConnection
 from kafkacoord.wire.frames import encode_response
+
+from .authorize import Authorizer
 
 log = structlog.get_logger(__name__)
 
@@ -106,8 +109,8 @@ class DispatchStats:
 
 class RequestDispatcher:
     """Routes each decoded request to the controller or to the group shard it names, and
-    answers what no shard may see (unknown APIs, bad bodies, unauthorized admin calls,
-    groups of another shard) itself."""
+    answers what no shard may see (unknown APIs, bad bodies, unauthorized admin and node
+    calls, groups of another shard) itself."""
 
     def __init__(
         self,
@@ -115,12 +118,16 @@ class RequestDispatcher:
         groups: GroupTarget,
         *,
         admin_principals: Collection[str] | None = None,
+        node_principals: Mapping[str, Collection[int]] | None = None,
         offsets_partitions: int | None = None,
     ) -> None:
         self._controller = controller
         self._groups = groups
-        # None: no client authentication, so no principal to check.
-        self._admins = None if admin_principals is None else _principal_set(admin_principals)
+        # admin_principals None: no client authentication, so no principal to check (the
+        # daemon serves so only on loopback or with allow_plaintext_admin).
+        self._authorizer = (
+            None if admin_principals is None else Authorizer(admin_principals, node_principals)
+        )
         # None: shards are not checked against their groups.
         self._partitions = offsets_partitions
         self._owners: dict[str, int] = {}
@@ -170,12 +177,13 @@ class RequestDispatcher:
                          close=exc.malformed, api=spec.name,
                          reason="malformed" if exc.malformed else "out_of_range")  # fmt: skip
             return
-        if spec.admin and self._admins is not None and not _allowed(conn.principal, self._admins):
-            log.warning("admin call refused", api=spec.name, principal=conn.principal,
-                        peer=conn.peer)  # fmt: skip
-            self._refuse(conn, header, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                         f"principal {conn.principal!r} may not call {spec.name}; "
-                         "it is not in admin_principals", close=False,
+        refusal = None if self._authorizer is None else self._authorizer.refusal(
+            spec, parsed, conn.principal
+        )  # fmt: skip
+        if refusal is not None:
+            log.warning("call refused", api=spec.name, principal=conn.principal, peer=conn.peer,
+                        error=refusal.code.name, reason=refusal.message)  # fmt: skip
+            self._refuse(conn, header, refusal.code, refusal.message, close=False,
                          api=spec.name, reason="unauthorized")  # fmt: skip
             return
         is_controller = spec.name in CONTROLLER_APIS
@@ -237,12 +245,3 @@ def reject(request: Request, code: ErrorCode, message: str | None = None) -> Non
     channel = request.ref.channel
     if channel is not None:
         channel.deliver([Reply(request.ref, request.api, code, None, message)])
-
-
-def _principal_set(names: Collection[str]) -> frozenset[str]:
-    # Kafka writes principals as "User:CN=…"; the bare subject means the same here.
-    return frozenset(n.removeprefix("User:") for n in names)
-
-
-def _allowed(principal: str | None, admins: frozenset[str]) -> bool:
-    return principal is not None and principal in admins
