@@ -100,10 +100,15 @@ def serve() -> Iterator[Serve]:
     listeners: list[Listener] = []
 
     def start(
-        limits: ListenerLimits | None = None, tls: object = None, admins: list[str] | None = None
+        limits: ListenerLimits | None = None,
+        tls: object = None,
+        admins: list[str] | None = None,
+        nodes: dict[str, list[int]] | None = None,
     ) -> tuple[Listener, Echo]:
         echo = Echo()
-        dispatcher = RequestDispatcher(echo, _no_groups, admin_principals=admins)
+        dispatcher = RequestDispatcher(
+            echo, _no_groups, admin_principals=admins, node_principals=nodes
+        )
         listener = Listener(
             "127.0.0.1",
             0,
@@ -333,13 +338,11 @@ def test_mutual_tls_lets_only_admin_principals_mutate(serve: Serve, pki: dict[st
     with _client(listener.endpoint, tls=as_app) as app:
         with pytest.raises(RequestError) as info:
             app.call(CONTROLLER, create, CreateTopicResponse)
-        assert info.value.code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert info.value.code is ErrorCode.TOPIC_AUTHORIZATION_FAILED  # Kafka's, per topic
         assert "not in admin_principals" in str(info.value)
-        # Not an admin call: any authenticated client may make it.
-        status = ReplicaStatus(
-            node_id=1, node_epoch=1, topic="t", partition=0, leader_epoch=0, caught_up=True
-        )
-        assert app.call(CONTROLLER, status, Empty) == Empty()
+        with pytest.raises(RequestError) as info:
+            app.call(CONTROLLER, FenceNode(node_id=2), Empty)
+        assert info.value.code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     with _client(listener.endpoint, tls=as_admin) as admin:
         assert admin.call(CONTROLLER, create, CreateTopicResponse).topic_id == "orders"
     without_cert = ClientTls(pki["ca"])
@@ -347,7 +350,38 @@ def test_mutual_tls_lets_only_admin_principals_mutate(serve: Serve, pki: dict[st
         anonymous.call(
             CONTROLLER, FenceNode(node_id=2), Empty, timeout_s=1.5, attempt_timeout_s=0.5
         )
-    assert [r.api for r in echo.seen] == ["ReplicaStatus", "CreateTopic"]
+    assert [r.api for r in echo.seen] == ["CreateTopic"]
+
+
+def test_mutual_tls_lets_a_node_act_only_as_the_nodes_it_is_mapped_to(
+    serve: Serve, pki: dict[str, Path]
+) -> None:
+    tls = server_context(pki["server"], pki["server-key"], client_ca=pki["ca"])
+    admin = _subject(pki["admin"])
+    listener, echo = serve(tls=tls, admins=[admin], nodes={"User:" + _subject(pki["app"]): [1]})
+    as_app = ClientTls(pki["ca"], pki["app"], pki["app-key"])
+    as_admin = ClientTls(pki["ca"], pki["admin"], pki["admin-key"])
+
+    def status(node_id: int) -> ReplicaStatus:
+        return ReplicaStatus(node_id=node_id, node_epoch=1, topic="t", partition=0,
+                             leader_epoch=0, caught_up=True)  # fmt: skip
+
+    with _client(listener.endpoint, tls=as_app) as app:
+        with pytest.raises(RequestError) as info:
+            app.call(CONTROLLER, status(2), Empty)
+        assert info.value.code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert "may not call ReplicaStatus as node 2" in str(info.value)
+        # A refusal answers that request alone: the connection serves on.
+        assert app.call(CONTROLLER, status(1), Empty) == Empty()
+    with _client(listener.endpoint, tls=as_admin) as operator:
+        with pytest.raises(RequestError) as info:
+            operator.call(CONTROLLER, status(1), Empty)
+        assert info.value.code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert repr(admin) in str(info.value) and "not in node_principals" in str(info.value)
+    assert listener.stats.accepted == 2  # one connection each, none closed by a refusal
+    assert [r.body.node_id for r in echo.seen] == [1]  # type: ignore[attr-defined]
+    refused = listener.handler.stats.refused  # type: ignore[attr-defined]
+    assert refused == {("ReplicaStatus", "unauthorized"): 2}
 
 
 def _subject(cert: Path) -> str:

@@ -33,7 +33,8 @@ def test_status_of_the_active_controller() -> None:
         listener=ListenerCounts(
             connections=3, accepted=9, refused=1, requests=40,
             bad_frames={"oversize frame": 2}, rejected={"NOT_COORDINATOR": 5},
-            requests_refused={("OffsetCommit", "out_of_range"): 4},
+            requests_refused={("OffsetCommit", "out_of_range"): 4,
+                              ("RegisterNode", "unauthorized"): 2},
             paused={"write buffer": 6, "memory": 1}, reading_paused=2, frames_timed_out=3,
             handshakes_timed_out=4, handshakes_failed=5, pushes_dropped=8,
             buffered_bytes=65536),
@@ -59,6 +60,9 @@ def test_status_of_the_active_controller() -> None:
     assert value("kafkacoord_request_rejects_total", {"error": "NOT_COORDINATOR"}) == 5
     refused = {"api": "OffsetCommit", "reason": "out_of_range"}
     assert value("kafkacoord_requests_refused_total", refused) == 4
+    # Refusals for the principal, by api alone.
+    assert value("kafkacoord_authorization_failures_total", {"api": "RegisterNode"}) == 2
+    assert value("kafkacoord_authorization_failures_total", {"api": "OffsetCommit"}) is None
     assert value("kafkacoord_listener_pauses_total", {"reason": "write buffer"}) == 6
     assert value("kafkacoord_listener_pauses_total", {"reason": "memory"}) == 1
     assert value("kafkacoord_listener_paused_connections") == 2
