@@ -52,6 +52,8 @@ def test_a_principal_acts_only_as_its_own_nodes() -> None:
         is None
     )
     assert authorizer.refusal(ALL_APIS["ReplicaStatus"], _status(5), "CN=node-4") is None
+    refused = authorizer.refusal(ALL_APIS["ReplicaStatus"], _status(3), "CN=node-4")
+    assert refused is not None and refused.message.endswith("maps it to nodes 4, 5")
     refused = authorizer.refusal(register, c.RegisterNode(node_id=4, incarnation="i"), "CN=node-3")
     assert refused is not None and refused.code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     assert refused.message == (

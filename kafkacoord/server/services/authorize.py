@@ -61,8 +61,9 @@ class Authorizer:
         mapped = self._nodes.get(principal, frozenset()) if principal is not None else frozenset()
         if isinstance(node_id, int) and node_id in mapped:
             return None
+        ids = ", ".join(map(str, sorted(mapped)))
         held = (
-            f"node_principals maps it to node {', '.join(map(str, sorted(mapped)))}"
+            f"node_principals maps it to node{'s' if len(mapped) > 1 else ''} {ids}"
             if mapped
             else "it is not in node_principals"
         )

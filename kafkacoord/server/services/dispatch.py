@@ -183,7 +183,7 @@ class RequestDispatcher:
         if refusal is not None:
             log.warning("call refused", api=spec.name, principal=conn.principal, peer=conn.peer,
                         error=refusal.code.name, reason=refusal.message)  # fmt: skip
-            self._refuse(conn, header, refusal.code, refusal.message, close=False,
+            self._refuse(conn, header, refusal.code, refusal.message[:MESSAGE_MAX], close=False,
                          api=spec.name, reason="unauthorized")  # fmt: skip
             return
         is_controller = spec.name in CONTROLLER_APIS
