@@ -185,9 +185,12 @@ def test_every_librdkafka_client_in_the_package_is_built_from_base_config() -> N
                     bypasses.append(f"{path.relative_to(PACKAGE)}:{call.lineno}")
     assert bypasses == []
     # The check sees real clients: the package builds a dozen of them.
-    assert sum(
-        1
-        for path in PACKAGE.rglob("*.py")
-        for n in ast.walk(ast.parse(path.read_text()))
-        if isinstance(n, ast.Call) and _called_name(n) in _CLIENTS
-    ) >= 8
+    assert (
+        sum(
+            1
+            for path in PACKAGE.rglob("*.py")
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Call) and _called_name(n) in _CLIENTS
+        )
+        >= 8
+    )
