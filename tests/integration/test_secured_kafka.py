@@ -35,6 +35,7 @@ pytestmark = pytest.mark.integration
 PREFIX = "__kc_"  # what the broker's ACLs name
 NODE = 1
 ORDERS = "orders"
+SHARDS = 3
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,10 @@ def _cli(broker: KafkaBroker, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "kafkacoord", *args, "--bootstrap-server",
                broker.bootstrap, "--command-config",
                str(broker.data_dir / "client-kafkacoord.properties")]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    env = {**os.environ, "KAFKACOORD_TOPIC_PREFIX": PREFIX,
+           "KAFKACOORD_OFFSETS_PARTITIONS": str(SHARDS)}  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False,
+                          env=env)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +65,7 @@ def daemon(
     secured: KafkaBroker, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DaemonProcess]:
     env = {
-        **fast_daemon_env(secured.bootstrap, PREFIX, 3),
+        **fast_daemon_env(secured.bootstrap, PREFIX, SHARDS),
         "KAFKACOORD_KAFKA_CONFIG": str(secured.data_dir / "client-kafkacoord.properties"),
         "KAFKACOORD_NODE_ID": "0",
         "KAFKACOORD_DATA_DIR": str(tmp_path_factory.mktemp("daemon")),
@@ -103,7 +107,7 @@ def test_the_daemon_serves_agents_members_and_the_cli_on_a_secured_cluster(
         # A group member as the ordinary user: its commits go through the daemon's batch
         # producer, which authenticates with SCRAM over TLS itself.
         member = group_member(user, "billing", [ORDERS], protocol="consumer",
-                              topic_prefix=PREFIX, offsets_partitions=3,
+                              topic_prefix=PREFIX, offsets_partitions=SHARDS,
                               heartbeat_interval_ms=500).start()  # fmt: skip
         try:
             assert member.wait_assigned(60)
