@@ -119,7 +119,7 @@ def run(
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
 
-    from kafkacoord.storage.kafka_config import KafkaClientConfig, KafkaConfigError
+    from kafkacoord.storage.kafka_config import Bootstrap, KafkaClientConfig, KafkaConfigError
 
     try:
         security = None if kafka_config is None else KafkaClientConfig.load(kafka_config)
@@ -127,7 +127,8 @@ def run(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     config = RunConfig(
-        bootstrap=bootstrap,
+        # The driver's own clients (the lag sampler, the broker probe) read it here.
+        bootstrap=Bootstrap(bootstrap, security),
         kafka={} if security is None else security.librdkafka(),
         connector_kafka={} if security is None else security.java(),
         warehouse=warehouse,
