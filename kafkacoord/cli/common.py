@@ -32,12 +32,22 @@ BootstrapOption = Annotated[
         "embedded broker of a local daemon.",
     ),
 ]  # fmt: skip
+KafkaConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--kafka-config", "--command-config",
+        help="Kafka client properties file: security.protocol, ssl.*, sasl.* (also "
+        "$KAFKACOORD_KAFKA_CONFIG).",
+    ),
+]  # fmt: skip
 TopicOption = Annotated[str, typer.Option("--topic", "-t", help="Topic name.")]
 
 
-def resolve_settings(config: Path | None, bootstrap: str | None) -> Settings:
+def resolve_settings(
+    config: Path | None, bootstrap: str | None, kafka_config: Path | None = None
+) -> Settings:
     try:
-        settings = load_settings(config, bootstrap=bootstrap)
+        settings = load_settings(config, bootstrap=bootstrap, kafka_config=kafka_config)
     except (ValidationError, FileNotFoundError) as exc:
         fail(f"invalid configuration: {exc}", 2)
     if settings.bootstrap is None:
@@ -45,7 +55,9 @@ def resolve_settings(config: Path | None, bootstrap: str | None) -> Settings:
         if not written.is_file():
             fail("no broker: pass --bootstrap-server, set KAFKACOORD_BOOTSTRAP, or start "
                  "a local daemon (./dev.sh daemon)", 2)  # fmt: skip
-        settings = load_settings(config, bootstrap=written.read_text().strip())
+        settings = load_settings(
+            config, bootstrap=written.read_text().strip(), kafka_config=kafka_config
+        )
     return settings
 
 
@@ -55,11 +67,13 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 @contextlib.contextmanager
-def admin_session(config: Path | None, bootstrap: str | None) -> Iterator[ControllerAdmin]:
-    settings = resolve_settings(config, bootstrap)
+def admin_session(
+    config: Path | None, bootstrap: str | None, kafka_config: Path | None = None
+) -> Iterator[ControllerAdmin]:
+    settings = resolve_settings(config, bootstrap, kafka_config)
     try:
         with ControllerAdmin(
-            settings.bootstrap or "", settings.topics,
+            settings.kafka_bootstrap(settings.bootstrap or ""), settings.topics,
             tls=settings.client_tls(),
         ) as admin:  # fmt: skip
             yield admin

@@ -11,7 +11,13 @@ from typing import Annotated
 import typer
 from confluent_kafka import Consumer, TopicPartition
 
-from kafkacoord.cli.common import BootstrapOption, ConfigOption, fail, resolve_settings
+from kafkacoord.cli.common import (
+    BootstrapOption,
+    ConfigOption,
+    KafkaConfigOption,
+    fail,
+    resolve_settings,
+)
 from kafkacoord.cli.render import table
 from kafkacoord.client import GroupAdmin
 from kafkacoord.client.classic_member import broker_partition_counts
@@ -31,9 +37,11 @@ TP = tuple[str, int]
 
 
 @contextlib.contextmanager
-def group_session(config: Path | None, bootstrap: str | None) -> Iterator[tuple[GroupAdmin, str]]:
-    settings = resolve_settings(config, bootstrap)
-    servers = settings.bootstrap or ""
+def group_session(
+    config: Path | None, bootstrap: str | None, kafka_config: Path | None
+) -> Iterator[tuple[GroupAdmin, str]]:
+    settings = resolve_settings(config, bootstrap, kafka_config)
+    servers = settings.kafka_bootstrap(settings.bootstrap or "")
     try:
         with GroupAdmin(
             servers,
@@ -56,9 +64,10 @@ def groups_list(
     ] = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """List groups (with --state, their states too; with --type, their types)."""
-    with group_session(config, bootstrap) as (admin, _):
+    with group_session(config, bootstrap, kafka_config) as (admin, _):
         groups = admin.list_groups(state or ())
     if not state and not group_type:
         for group in groups:
@@ -84,9 +93,10 @@ def groups_describe(
     ] = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Describe a group with kafka-consumer-groups' columns."""
-    with group_session(config, bootstrap) as (admin, servers):
+    with group_session(config, bootstrap, kafka_config) as (admin, servers):
         [consumer] = admin.describe_consumer_groups([group])
         if consumer.error is ErrorCode.NONE and (state or members):
             _describe_consumer_group(consumer, admin.channel.shard_of(group), members, verbose)
@@ -213,10 +223,13 @@ def _print(rows: Sequence[Sequence[str]]) -> None:
 
 @groups_app.command("delete")
 def groups_delete(
-    group: GroupOption, config: ConfigOption = None, bootstrap: BootstrapOption = None
+    group: GroupOption,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Delete an empty group and its offsets."""
-    with group_session(config, bootstrap) as (admin, _):
+    with group_session(config, bootstrap, kafka_config) as (admin, _):
         result = admin.delete_groups([group])[group]
     if result is not ErrorCode.NONE:
         fail(f"Deletion of group '{group}' failed: {result.name}")
@@ -286,6 +299,7 @@ def groups_reset_offsets(
     execute: Annotated[bool, typer.Option("--execute", help="Apply (default: dry run).")] = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Reset committed offsets; the group must be empty. Prints the plan, applies with --execute."""
     chosen = [
@@ -303,7 +317,7 @@ def groups_reset_offsets(
         )
     if bool(topic) == all_topics:
         fail("give either --topic or --all-topics", 2)
-    with group_session(config, bootstrap) as (admin, servers):
+    with group_session(config, bootstrap, kafka_config) as (admin, servers):
         committed = admin.committed(group)
         partitions = _target_partitions(servers, topic or [], all_topics, dict(committed))
         if not partitions:
@@ -353,9 +367,10 @@ def groups_delete_offsets(
     topic: Annotated[list[str], typer.Option("--topic", help="TOPIC or TOPIC:P1,P2.")],
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Delete committed offsets of topics the group no longer consumes."""
-    with group_session(config, bootstrap) as (admin, _):
+    with group_session(config, bootstrap, kafka_config) as (admin, _):
         committed = admin.committed(group)
         partitions: list[TP] = []
         for spec in topic:

@@ -9,6 +9,7 @@ import typer
 from kafkacoord.cli.common import (
     BootstrapOption,
     ConfigOption,
+    KafkaConfigOption,
     admin_session,
     fail,
 )
@@ -24,6 +25,7 @@ def elect_leaders(
     ] = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Elect leaders (kafka-leader-election)."""
     if election_type not in ("preferred", "unclean"):
@@ -33,7 +35,7 @@ def elect_leaders(
     if topic is not None and partition is None:
         fail("--topic needs --partition", 2)
     targets = None if all_topic_partitions else [(topic or "", partition or 0)]
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         results = admin.elect_leaders(election_type, targets)
     if not results:
         typer.echo("No partition needed a leader election.")
@@ -63,9 +65,10 @@ def shutdown_node(
     node_id: Annotated[int, typer.Argument(help="Node id.")],
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Controlled shutdown: move the node's leaderships away and shrink its ISRs."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         remaining = admin.shutdown_node(node_id)
     if remaining:
         names = ", ".join(f"{r.topic}-{r.partition}" for r in remaining)

@@ -9,6 +9,7 @@ import typer
 from kafkacoord.cli.common import (
     BootstrapOption,
     ConfigOption,
+    KafkaConfigOption,
     admin_session,
     fail,
 )
@@ -21,9 +22,13 @@ nodes_app = typer.Typer(help="Registered nodes.", no_args_is_help=True)
 
 
 @nodes_app.command("list")
-def nodes_list(config: ConfigOption = None, bootstrap: BootstrapOption = None) -> None:
+def nodes_list(
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+) -> None:
     """Nodes with their rack, state, epoch, roles and leadership counts."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         image = admin.metadata()
     for line in node_table(image):
         typer.echo(line)
@@ -34,9 +39,10 @@ def nodes_fence(
     node_id: Annotated[int, typer.Argument(help="Node id.")],
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Fence a node now, as if its session had expired; its leaderships move."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         admin.fence_node(node_id)
     typer.echo(f"Node {node_id} fenced.")
 
@@ -49,9 +55,10 @@ def nodes_add(
     wait: WaitOption = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Fill new nodes: a rebalance of the whole cluster onto them."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         image = admin.metadata()
         down = [n for n in node_ids if n not in image.live_nodes()]
         if down:
@@ -73,9 +80,10 @@ def nodes_remove(
     wait: WaitOption = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Drain nodes before decommissioning them: every replica moves elsewhere."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         image = admin.metadata()
         try:
             planned = plan_for(admin, image, node_ids)
@@ -91,8 +99,9 @@ def nodes_demote(
     wait: WaitOption = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Move preferred leadership away from nodes (before maintenance); no data moves."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         planned = demotion(admin.metadata(), node_ids)
         execute(admin, planned, Limits(), wait=wait, json_output=False)

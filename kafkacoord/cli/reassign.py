@@ -10,6 +10,7 @@ import typer
 from kafkacoord.cli.common import (
     BootstrapOption,
     ConfigOption,
+    KafkaConfigOption,
     admin_session,
     fail,
 )
@@ -42,13 +43,14 @@ def reassign_generate(
     ] = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Propose a reassignment of whole topics onto --broker-list."""
     try:
         wanted = [int(b) for b in broker_list.split(",")]
     except ValueError:
         fail(f"--broker-list expects ids like 1,2,3, got {broker_list!r}", 2)
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         topics = parse_topics_to_move(topics_to_move_json_file.read_text())
         image = admin.metadata()
         missing = [t for t in topics if image.topic(t) is None]
@@ -74,9 +76,10 @@ def reassign_execute(
     reassignment_json_file: FileOption,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Start the reassignments in the file."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         targets = parse_reassignment(reassignment_json_file.read_text())
         image = admin.metadata()
         current = {tp: list(v.replicas) for tp in targets if (v := image.partition(*tp))}
@@ -92,9 +95,10 @@ def reassign_verify(
     reassignment_json_file: FileOption,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Report, per partition, whether its reassignment is complete."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         targets = parse_reassignment(reassignment_json_file.read_text())
         image = admin.metadata()
     pending = False
@@ -124,18 +128,23 @@ def reassign_cancel(
     reassignment_json_file: FileOption,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Cancel the reassignments in the file: each partition reverts to its original replicas."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         targets = parse_reassignment(reassignment_json_file.read_text())
         results = admin.alter_reassignments(dict.fromkeys(targets))
     _report(results, "Successfully cancelled partition reassignment", "cancel reassignment")
 
 
 @reassign_app.command("list")
-def reassign_list(config: ConfigOption = None, bootstrap: BootstrapOption = None) -> None:
+def reassign_list(
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+) -> None:
     """Reassignments in flight or queued."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         image = admin.metadata()
     for line in reassignment_lines(image):
         typer.echo(line)

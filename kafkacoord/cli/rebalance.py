@@ -13,7 +13,13 @@ from typing import Annotated, Any
 
 import typer
 
-from kafkacoord.cli.common import BootstrapOption, ConfigOption, admin_session, fail
+from kafkacoord.cli.common import (
+    BootstrapOption,
+    ConfigOption,
+    KafkaConfigOption,
+    admin_session,
+    fail,
+)
 from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.client.admin.rebalance import Limits, Proposal, proposal, rebalance_status
 from kafkacoord.coordinator.controller.image import MetadataImage
@@ -53,9 +59,10 @@ def rebalance_plan(
     json_output: JsonOption = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Show what a rebalance would do; changes nothing."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         planned = _plan(admin, remove_node or [])
     if json_output:
         typer.echo(json.dumps(planned.to_json(), indent=2))
@@ -74,11 +81,12 @@ def rebalance_execute(
     json_output: JsonOption = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Plan, then have the controller execute it within the limits."""
     limits = Limits(max_concurrent_moves_per_node, max_concurrent_moves,
                     max_concurrent_leader_moves)  # fmt: skip
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         planned = _plan(admin, remove_node or [])
         execute(admin, planned, limits, wait=wait, json_output=json_output)
 
@@ -110,9 +118,10 @@ def rebalance_status_command(
     json_output: JsonOption = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """The running or last rebalance: state, progress, moves in flight per node."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         status = rebalance_status(admin.metadata())
     if status is None:
         if json_output:
@@ -127,9 +136,13 @@ def rebalance_status_command(
 
 
 @rebalance_app.command("stop")
-def rebalance_stop(config: ConfigOption = None, bootstrap: BootstrapOption = None) -> None:
+def rebalance_stop(
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+) -> None:
     """Start no more moves; the ones in flight finish."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         stopped = admin.stop_rebalance()
     typer.echo(f"Rebalance {stopped.proposal_id} {stopped.state}: queued moves cancelled; "
                "moves in flight finish.")  # fmt: skip

@@ -8,7 +8,13 @@ from typing import Annotated, Any
 
 import typer
 
-from kafkacoord.cli.common import BootstrapOption, ConfigOption, fail, resolve_settings
+from kafkacoord.cli.common import (
+    BootstrapOption,
+    ConfigOption,
+    KafkaConfigOption,
+    fail,
+    resolve_settings,
+)
 from kafkacoord.cli.render import table
 from kafkacoord.client import GroupAdmin
 from kafkacoord.client.admin import read_metadata
@@ -26,7 +32,7 @@ def _read_groups(
     settings: Settings, timeout_s: float
 ) -> tuple[dict[str, str] | None, dict[str, int | None], str | None]:
     """Groups and their states, their total lag, and what went wrong, if anything."""
-    servers = settings.bootstrap or ""
+    servers = settings.kafka_bootstrap(settings.bootstrap or "")
     try:
         with GroupAdmin(
             servers, topic_prefix=settings.topic_prefix,
@@ -53,12 +59,15 @@ def status(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each read.")] = 15.0,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Controller, nodes, group shards, partition health and group lag."""
-    settings = resolve_settings(config, bootstrap)
+    settings = resolve_settings(config, bootstrap, kafka_config)
     topics = settings.topics
     try:
-        image = read_metadata(settings.bootstrap or "", topics.metadata, timeout)
+        image = read_metadata(
+            settings.kafka_bootstrap(settings.bootstrap or ""), topics.metadata, timeout
+        )
     except (TimeoutError, StorageError) as exc:
         fail(str(exc))
     states, lags, error = _read_groups(settings, timeout)

@@ -10,6 +10,7 @@ import typer
 from kafkacoord.cli.common import (
     BootstrapOption,
     ConfigOption,
+    KafkaConfigOption,
     TopicOption,
     admin_session,
     fail,
@@ -41,12 +42,13 @@ def topics_create(
     ] = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Create a topic; placement follows Kafka's AdminUtils."""
     assignment = None
     if replica_assignment is not None:
         assignment = dict(enumerate(parse_replica_assignment(replica_assignment)))
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         created = admin.create_topic(
             topic, partitions, replication_factor, replica_assignment=assignment,
             configs=parse_configs(config_entry or []), rack_aware=not disable_rack_aware,
@@ -57,9 +59,13 @@ def topics_create(
 
 
 @topics_app.command("list")
-def topics_list(config: ConfigOption = None, bootstrap: BootstrapOption = None) -> None:
+def topics_list(
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+) -> None:
     """List topic names."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         image = admin.metadata()
     for name in sorted(image.topics):
         typer.echo(name)
@@ -79,9 +85,10 @@ def topics_describe(
     ] = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Describe topics with kafka-topics' columns."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         image = admin.metadata()
     if topic is not None and image.topic(topic) is None:
         fail(f"Topic '{topic}' does not exist.")
@@ -94,10 +101,13 @@ def topics_describe(
 
 @topics_app.command("delete")
 def topics_delete(
-    topic: TopicOption, config: ConfigOption = None, bootstrap: BootstrapOption = None
+    topic: TopicOption,
+    config: ConfigOption = None,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Queue a topic for deletion: replicas stop, then its records are tombstoned."""
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         admin.delete_topic(topic)
     typer.echo(f"Topic {topic} is marked for deletion.")
 
@@ -111,12 +121,13 @@ def topics_add_partitions(
     ] = None,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Grow a topic to --partitions partitions."""
     assignment = (
         None if replica_assignment is None else parse_replica_assignment(replica_assignment)
     )
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         created = admin.create_partitions(topic, partitions, assignment)
     for partition, replicas in sorted(created.assignment.items()):
         typer.echo(f"\tPartition: {partition}\tReplicas: {','.join(map(str, replicas))}")
@@ -137,12 +148,13 @@ def topics_alter_configs(
     ] = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Change a topic's configs (kafka-configs --alter). A new min.insync.replicas clears
     the topic's eligible leader replicas (KIP-966)."""
     if not add_config and not delete_config:
         fail("give --add-config key=value or --delete-config key", 2)
-    with admin_session(config, bootstrap) as admin:
+    with admin_session(config, bootstrap, kafka_config) as admin:
         result = admin.alter_topic_configs(
             topic, parse_configs(add_config or []), delete_config or [],
             validate_only=validate_only,

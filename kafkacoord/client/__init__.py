@@ -1,4 +1,10 @@
-"""Client libraries: consumer-group members and a group admin client."""
+"""Client libraries: consumer-group members and a group admin client.
+
+A secured cluster: pass ``Bootstrap(servers, KafkaClientConfig.load("client.properties"))``
+where a bootstrap is taken.
+"""
+
+from kafkacoord.storage.kafka_config import Bootstrap, KafkaClientConfig
 
 from .classic_member import ClassicProtocolMember
 from .consumer_member import ConsumerProtocolMember
@@ -7,10 +13,12 @@ from .group_member import CommitFailedError, GroupMember
 from .members import group_member
 
 __all__ = [
+    "Bootstrap",
     "ClassicProtocolMember",
     "CommitFailedError",
     "ConsumerProtocolMember",
     "GroupAdmin",
     "GroupMember",
+    "KafkaClientConfig",
     "group_member",
 ]

@@ -19,7 +19,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import structlog
-from confluent_kafka.admin import AdminClient
 
 from kafkacoord.coordinator.groups.assignors.common import RebalanceProtocol, TopicPartition
 from kafkacoord.coordinator.groups.assignors.registry import Assignor, get_assignor
@@ -34,6 +33,7 @@ from kafkacoord.coordinator.groups.consumer_protocol import (
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.coordinator.protocol.base import Empty
+from kafkacoord.storage.clients import admin_client
 
 from .errors import RequestError
 from .group_member import GroupMember
@@ -56,7 +56,7 @@ _FATAL = {
 
 def broker_partition_counts(bootstrap: str) -> PartitionCounts:
     """Partition counts of Kafka topics, from the broker's metadata."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client(bootstrap, "kafkacoord-partition-counts")
 
     def counts(topics: Collection[str]) -> dict[str, int]:
         metadata = admin.list_topics(timeout=10)

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from kafkacoord.coordinator.protocol import ALL_APIS, Body, ErrorCode, encode_body
 from kafkacoord.coordinator.protocol.group_api import ConsumerGroupHint
+from kafkacoord.storage.kafka_config import client_config_of
 from kafkacoord.storage.topics import InternalTopics
 from kafkacoord.wire import (
     ClientTls,
@@ -258,7 +259,7 @@ def shared_client(
     bootstrap: str, *, topic_prefix: str = "__kc_", tls: ClientTls | None = None
 ) -> CoordinatorClient:
     """The process's client for this cluster; every ``close()`` releases one hold."""
-    key = (bootstrap, topic_prefix, tls)
+    key = (bootstrap, client_config_of(bootstrap), topic_prefix, tls)
     with _SHARED_LOCK:
         client = _SHARED.get(key)
         if client is not None and not client.closed:

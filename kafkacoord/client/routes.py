@@ -129,7 +129,7 @@ class RouteTable(_Versioned):
         self._image = MetadataImage()
         self._follower = MetadataFollower(
             bootstrap, topics.metadata, self._on_record,
-            client_id=f"kc-routes-{uuid.uuid4().hex[:8]}", on_caught_up=self._on_caught_up,
+            client_id=f"kafkacoord-routes-{uuid.uuid4().hex[:8]}", on_caught_up=self._on_caught_up,
             wants=route_keys(topics.offsets),
         )  # fmt: skip
 

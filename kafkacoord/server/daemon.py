@@ -44,9 +44,10 @@ from kafkacoord.storage.batch_producer import IoLoop
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client, broker_count, replay_consumer
-from kafkacoord.storage.errors import PoisonRecordError, StorageError
+from kafkacoord.storage.errors import BrokerUnavailableError, PoisonRecordError, StorageError
 from kafkacoord.storage.fold import FoldPolicy, metadata_policy, offsets_policy
 from kafkacoord.storage.kafka_broker import KafkaBroker
+from kafkacoord.storage.kafka_config import client_config_of
 from kafkacoord.storage.poison import add_strict_listener, remove_strict_listener, set_strict
 from kafkacoord.storage.recovery import DEFAULT_DELETE_RETENTION_MS, ShardLoad, ShardRecovery
 from kafkacoord.storage.reseed import reseed
@@ -157,7 +158,8 @@ class Daemon:
         # Up first, so /health answers (503) while the daemon loads.
         self.ops.serve(s.metrics_host, s.metrics_port)
         s.data_dir.mkdir(parents=True, exist_ok=True)
-        bootstrap = s.bootstrap or self._start_embedded_broker()
+        bootstrap = s.kafka_bootstrap(s.bootstrap) if s.bootstrap else self._start_embedded_broker()
+        _check_batch_producer_auth(bootstrap)
         self.state.bootstrap = bootstrap
         self.ops.watch_broker(bootstrap)
         admin = admin_client(bootstrap, f"kafkacoord-{s.node_id}-admin")
@@ -462,3 +464,14 @@ class Daemon:
         if left:
             log.warning("threads still running after stop", threads=left)
         log.info("daemon stopped")
+
+
+def _check_batch_producer_auth(bootstrap: str) -> None:
+    """Refuse at start what the group shards' batch producer cannot authenticate with."""
+    config = client_config_of(bootstrap)
+    if config is not None and config.mechanism is not None and config.sasl is None:
+        raise BrokerUnavailableError(
+            f"{config.source}: the daemon's group shards append over their own connections, "
+            f"which speak SASL/PLAIN and SCRAM-SHA-256/512, not {config.mechanism}; the CLI, "
+            "node agents, group members and views take it"
+        )

@@ -20,6 +20,7 @@ from kafkacoord.coordinator.controller.config import (
     InternalTopicSpec,
 )
 from kafkacoord.coordinator.groups.config import GroupConfig
+from kafkacoord.storage.kafka_config import Bootstrap, KafkaClientConfig, KafkaConfigError
 from kafkacoord.storage.topics import InternalTopics
 from kafkacoord.wire import ClientTls, ListenerLimits
 
@@ -33,6 +34,11 @@ class Settings(BaseSettings):
 
     bootstrap: str | None = Field(
         None, description="Kafka bootstrap servers; unset starts the embedded broker."
+    )
+    kafka_config: Path | None = Field(
+        None,
+        description="Kafka client properties file (as Kafka's --command-config takes): "
+        "security.protocol, ssl.* and sasl.* for every client of Kafka; unset: plaintext.",
     )
     node_id: int = Field(0, ge=0, description="This daemon's node id (broker.id).")
     rack: str | None = Field(None, description="This daemon's rack (broker.rack).")
@@ -257,6 +263,23 @@ class Settings(BaseSettings):
                 "certificates there is no principal to check"
             )
         return self
+
+    @model_validator(mode="after")
+    def _kafka_config_reads(self) -> Settings:
+        self.kafka_client_config()  # a bad file is a configuration error, named at start
+        return self
+
+    def kafka_client_config(self) -> KafkaClientConfig | None:
+        if self.kafka_config is None:
+            return None
+        try:
+            return KafkaClientConfig.load(self.kafka_config)
+        except KafkaConfigError as exc:
+            raise ValueError(str(exc)) from exc
+
+    def kafka_bootstrap(self, servers: str) -> Bootstrap:
+        """``servers`` with this process's Kafka client config (every client reads it)."""
+        return Bootstrap(servers, self.kafka_client_config())
 
     @classmethod
     def settings_customise_sources(

@@ -85,6 +85,16 @@ def run(
     checkpoint: Annotated[
         str | None, typer.Option(help="Checkpoint location (default: <warehouse>/_checkpoints).")
     ] = None,
+    kafka_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--kafka-config",
+            "--command-config",
+            envvar="KAFKACOORD_KAFKA_CONFIG",
+            help="Kafka client properties file (security.protocol, ssl.*, sasl.*), for both "
+            "sources and the lag sampler.",
+        ),
+    ] = None,
     source: Annotated[
         SourceName,
         typer.Option(
@@ -109,8 +119,18 @@ def run(
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
 
+    from kafkacoord.storage.kafka_config import Bootstrap, KafkaClientConfig, KafkaConfigError
+
+    try:
+        security = None if kafka_config is None else KafkaClientConfig.load(kafka_config)
+    except KafkaConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     config = RunConfig(
-        bootstrap=bootstrap,
+        # The driver's own clients (the lag sampler, the broker probe) read it here.
+        bootstrap=Bootstrap(bootstrap, security),
+        kafka={} if security is None else security.librdkafka(),
+        connector_kafka={} if security is None else security.java(),
         warehouse=warehouse,
         prefix=prefix,
         trigger=trigger_interval(trigger),

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import threading
 import time
 from collections import deque
@@ -39,6 +40,8 @@ from kafkacoord.threads import spawn
 from . import produce_wire as wire
 from .clients import admin_client
 from .errors import AppendError
+from .kafka_config import client_config_of
+from .sasl import SaslError, authenticate
 
 log = structlog.get_logger(__name__)
 
@@ -149,7 +152,8 @@ class _ResponseReader(asyncio.Protocol):
     """Splits a broker connection's bytes into response frames, on the loop's thread.
 
     A protocol rather than a stream reader: a response then costs one callback, not
-    a task's step, futures and a copy per ``readexactly``.
+    a task's step, futures and a copy per ``readexactly``. While a connection
+    authenticates, its frames and its loss go to a queue instead (:meth:`divert`).
     """
 
     def __init__(
@@ -160,6 +164,26 @@ class _ResponseReader(asyncio.Protocol):
         self._on_response = on_response
         self._on_lost = on_lost
         self._buffer = bytearray()
+        self._diverted: tuple[Callable[[bytes], None], Callable[[str], None]] | None = None
+        self.lost_reason = ""
+
+    def divert(self) -> asyncio.Queue[bytes | None]:
+        """Frames into a queue until :meth:`restore`; a loss puts None there."""
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._diverted = (self._on_response, self._on_lost)
+        self._on_response = queue.put_nowait
+
+        def lost(reason: str) -> None:
+            self.lost_reason = reason
+            queue.put_nowait(None)
+
+        self._on_lost = lost
+        return queue
+
+    def restore(self) -> None:
+        if self._diverted is not None:
+            self._on_response, self._on_lost = self._diverted
+            self._diverted = None
 
     def data_received(self, data: bytes) -> None:
         buffer = self._buffer
@@ -204,6 +228,14 @@ class ProducerSession:
         self._max_inflight = max_inflight
         self._admin = admin_client(bootstrap, f"{client_id}-metadata")
         self._bootstrap = bootstrap
+        security = client_config_of(bootstrap)
+        self._tls = None if security is None else security.ssl_context()
+        self._sasl = None if security is None else security.sasl
+        if security is not None and security.mechanism is not None and self._sasl is None:
+            raise AppendError(
+                f"the batch producer speaks SASL/PLAIN and SCRAM, not {security.mechanism}",
+                retriable=False,
+            )
         self._endpoints: dict[int, str] = {}
         self._leaders: dict[TopicPartition, int] = {}
         self._connections: dict[int, _Connection] = {}
@@ -391,18 +423,48 @@ class ProducerSession:
         self, endpoint: str, on_response: Callable[[bytes], None], on_lost: Callable[[str], None]
     ) -> asyncio.Transport:
         host, _, port = endpoint.rpartition(":")
+        reader = _ResponseReader(on_response, on_lost)
         try:
             transport, _ = await asyncio.wait_for(
                 self._loop.create_connection(
-                    lambda: _ResponseReader(on_response, on_lost), host, int(port)
+                    lambda: reader, host, int(port), ssl=self._tls,
+                    server_hostname=host if self._tls is not None else None,
                 ),
                 self._timeout_s,
-            )
+            )  # fmt: skip
         except (OSError, TimeoutError) as exc:
             raise AppendError(
                 f"cannot connect to broker {endpoint}: {exc}", retriable=True
             ) from exc
+        if self._sasl is not None:
+            await self._authenticate(transport, reader, endpoint)
         return transport
+
+    async def _authenticate(
+        self, transport: asyncio.Transport, reader: _ResponseReader, endpoint: str
+    ) -> None:
+        """SASL on a new connection, before it carries anything else."""
+        assert self._sasl is not None
+        relay = reader.divert()
+        correlation = itertools.count(1)
+
+        async def call(api: int, body: bytes) -> bytes:
+            transport.write(wire.frame(api, 1, next(correlation), self._client_id, body))
+            response = await asyncio.wait_for(relay.get(), self._timeout_s)
+            if response is None:
+                raise ConnectionError(reader.lost_reason)
+            return response[4:]  # after the correlation id
+
+        try:
+            await authenticate(call, self._sasl)
+        except (SaslError, TimeoutError, ConnectionError) as exc:
+            transport.close()
+            raise AppendError(
+                f"SASL/{self._sasl.mechanism} authentication at broker {endpoint} failed: "
+                f"{exc or 'no answer'}", retriable=False,
+            ) from exc  # fmt: skip
+        finally:
+            reader.restore()
 
     async def _call(
         self, node: int, api: int, version: int, body: bytes, *, flexible: bool = False

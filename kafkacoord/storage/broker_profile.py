@@ -7,9 +7,10 @@ correct on every broker, only slower, so it is the default. A broker proves it i
 Kafka by advertising DescribeQuorum (API key 55) in its ApiVersions: every Kafka 4 broker
 runs KRaft and serves it, tansu does not. Then the quirk paths are skipped.
 
-The probe is one ApiVersions v0 exchange over plain TCP with the first bootstrap address,
-remembered per bootstrap for the life of the process. Anything that is not a clean answer
-(TLS or SASL listeners, a broker that is down) keeps the quirk-safe default.
+The probe is one ApiVersions v0 exchange with the first bootstrap address, over TLS when
+the bootstrap's client config says so (Kafka answers ApiVersions before SASL
+authentication), remembered per bootstrap for the life of the process. Anything that is
+not a clean answer (a broker that is down) keeps the quirk-safe default.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import struct
 import threading
 from dataclasses import dataclass
 from typing import Final
+
+from .kafka_config import client_config_of
 
 __all__ = ["APACHE_KAFKA", "QUIRK_SAFE", "BrokerProfile", "broker_profile", "parse_api_versions"]
 
@@ -86,7 +89,10 @@ def _probe(bootstrap: str) -> BrokerProfile:
     client_id = b"kafkacoord-profile"
     request = struct.pack(">hhih", _API_VERSIONS, 0, 1, len(client_id)) + client_id
     try:
-        with socket.create_connection((host, int(port)), _PROBE_TIMEOUT_S) as sock:
+        config = client_config_of(bootstrap)
+        context = None if config is None else config.ssl_context()
+        with socket.create_connection((host, int(port)), _PROBE_TIMEOUT_S) as raw:
+            sock = raw if context is None else context.wrap_socket(raw, server_hostname=host)
             sock.settimeout(_PROBE_TIMEOUT_S)
             sock.sendall(struct.pack(">i", len(request)) + request)
             (size,) = struct.unpack(">i", _read(sock, 4))

@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient
 
 from .broker_profile import broker_profile
 from .errors import BrokerUnavailableError
+from .kafka_config import client_config_of
 
 # Large fetches make replay several times faster than librdkafka's defaults.
 _REPLAY_CONSUMER = {
@@ -62,9 +63,13 @@ def poll_batch(consumer: Consumer, max_messages: int, timeout_s: float) -> list[
 
 
 def base_config(bootstrap: str, client_id: str, **extra: Any) -> dict[str, Any]:
+    """Every librdkafka client's settings: the one place a client learns its cluster's
+    security settings, from the :class:`~.kafka_config.Bootstrap` it is given."""
+    security = client_config_of(bootstrap)
     # librdkafka's own log lines join the daemon's structured log.
     return {
-        "bootstrap.servers": bootstrap,
+        **({} if security is None else security.librdkafka()),
+        "bootstrap.servers": str(bootstrap),
         "client.id": client_id,
         "logger": logging.getLogger("librdkafka"),
         # A topic appears only when kafkacoord creates it, with its configs. On a broker

@@ -81,7 +81,7 @@ class NodeAgent:
         self._register(timeout_s)
         self._follower = MetadataFollower(
             self._bootstrap, self._client.topics.metadata, self._on_record,
-            client_id=f"node-{self.node_id}-{self.incarnation[:8]}",
+            client_id=f"kafkacoord-node-{self.node_id}-{self.incarnation[:8]}",
             on_caught_up=self._on_caught_up,
         )  # fmt: skip
         self._heartbeats = threading.Thread(
