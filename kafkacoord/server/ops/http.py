@@ -106,7 +106,11 @@ class OpsServer:
         self._map: dict[int, Any] = {}
         server = create_server(
             app, map=self._map, host=host, port=port, threads=limits.threads,
-            connection_limit=limits.connection_limit, channel_timeout=limits.channel_timeout_s,
+            # waitress counts its listening socket and its wake-up pipe among the connections.
+            connection_limit=limits.connection_limit + 2,
+            channel_timeout=limits.channel_timeout_s,
+            # Idle connections are looked for this often (waitress: every 30 s).
+            cleanup_interval=max(1, min(30, limits.channel_timeout_s // 2)),
             max_request_body_size=limits.max_body_bytes,
             max_request_header_size=limits.max_header_bytes,
             # No proxy is trusted: REMOTE_ADDR is the peer, whatever the headers say.

@@ -172,7 +172,7 @@ class RequestDispatcher:
             return
         if spec.admin and self._admins is not None and not _allowed(conn.principal, self._admins):
             log.warning("admin call refused", api=spec.name, principal=conn.principal,
-                        peer=conn.peer)  # fmt: skip
+                        peer=conn.peer, client=header.client_id)  # fmt: skip
             self._refuse(conn, header, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                          f"principal {conn.principal!r} may not call {spec.name}; "
                          "it is not in admin_principals", close=False,
