@@ -261,7 +261,7 @@ class Console:
 
     def _login_page(self, request: _Request, after: str, error: str | None = None) -> str:
         users = bool(self.auth.users)
-        return self._render("login.html", request, next=after, error=error, users=users)
+        return self._render("login.html", request, next=after, login_error=error, users=users)
 
     def _login(self, request: _Request, form: dict[str, str]) -> tuple[str | None, float]:
         """A new session's token, or None and how long until a login is checked again."""
