@@ -3,15 +3,17 @@ the daemon's own certificate."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml  # type: ignore[import-untyped]
 from pydantic import ValidationError
 
 from kafkacoord.console.auth import hash_password
 from kafkacoord.server.console_policy import console_http_limits, console_policy
-from kafkacoord.server.settings import Settings
+from kafkacoord.server.settings import Settings, load_settings
 
 USERS = {"alice": hash_password("wonderland")}
 
@@ -64,3 +66,23 @@ def test_the_settings_keep_console_admins_among_users_and_cert_with_key() -> Non
     limits = console_http_limits(_settings(http_threads=2, http_connection_limit=7,
                                            http_channel_timeout_s=9))  # fmt: skip
     assert (limits.threads, limits.connection_limit, limits.channel_timeout_s) == (2, 7, 9)
+
+
+def test_the_images_and_compose_never_serve_an_open_console(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root = Path(__file__).resolve().parents[3]
+    dockerfile = (root / "deploy" / "Dockerfile").read_text()
+    daemon_stage = dockerfile.rsplit("AS daemon", 1)[1]
+    image_env = dict(re.findall(r"^ENV (KAFKACOORD_[A-Z_]+)=(\S+)", daemon_stage, re.M))
+    assert image_env["KAFKACOORD_METRICS_HOST"] == "0.0.0.0"
+    compose = yaml.safe_load((root / "deploy" / "compose.yaml").read_text())
+    daemons = [s for s in compose["services"].values()
+               if s.get("build", {}).get("target") == "daemon" and "command" not in s]  # fmt: skip
+    assert len(daemons) == 3
+    for service in daemons:
+        with monkeypatch.context() as patch:
+            for variable, value in {**image_env, **service["environment"]}.items():
+                patch.setenv(variable, str(value))
+            policy = console_policy(load_settings())
+        assert policy.refusal is not None or policy.auth.login_to_read
