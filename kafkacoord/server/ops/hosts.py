@@ -46,7 +46,8 @@ class HostCheck:
         if not header:
             return False
         try:
-            name = urllib.parse.urlsplit(f"//{header}").hostname
+            parts = urllib.parse.urlsplit(f"//{header}")
+            name, _ = parts.hostname, parts.port  # a port that is no number is refused
         except ValueError:
             return False
         return name is not None and _name(name) in self.names

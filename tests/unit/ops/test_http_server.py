@@ -87,6 +87,7 @@ def test_the_host_check_follows_the_bound_address() -> None:
     assert not loopback.allows("evil.example:9464")
     assert not loopback.allows("") and not loopback.allows(None)
     assert not loopback.allows("127.0.0.1:notaport@evil")
+    assert not loopback.allows("127.0.0.1:http") and not loopback.allows("127.0.0.1:99999")
     named = HostCheck("10.1.2.3")
     assert named.allows("10.1.2.3:9464") and not named.allows("localhost:9464")
     wildcard = HostCheck("0.0.0.0", ["kafkacoord-1"])
