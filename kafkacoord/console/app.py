@@ -198,8 +198,10 @@ class Console:
 
     def _cookie_name(self, environ: WSGIEnvironment) -> str:
         # Cookies ignore ports: each console on a host (one per daemon) needs its own name.
-        host = environ.get("HTTP_HOST", "")
-        port = urllib.parse.urlsplit(f"//{host}").port if host else None
+        try:
+            port = urllib.parse.urlsplit(f"//{environ.get('HTTP_HOST', '')}").port
+        except ValueError:  # the ops server refuses such a Host before this
+            port = None
         return f"kafkacoord_session_{port or environ.get('SERVER_PORT', '80')}"
 
     def _token(self, environ: WSGIEnvironment) -> str | None:
