@@ -17,9 +17,11 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import structlog
@@ -45,6 +47,21 @@ log = structlog.get_logger(__name__)
 _REROUTE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_CONTROLLER})
 # Start correlation ids at a random point: a restarted process never matches old replies.
 _CORRELATION_IDS = itertools.count(random.randrange(1 << 30))
+
+
+# A caller acting for someone else (the console for its logged-in user) names them in the
+# client id of the requests it sends from this thread, so the daemons' logs do too.
+_ACTING_AS: ContextVar[str | None] = ContextVar("kafkacoord_acting_as", default=None)
+
+
+@contextmanager
+def acting_as(client_id: str) -> Iterator[None]:
+    """Requests sent from this context carry ``client_id`` instead of the client's own."""
+    token = _ACTING_AS.set(client_id)
+    try:
+        yield
+    finally:
+        _ACTING_AS.reset(token)
 
 
 def _next_correlation_id() -> int:
@@ -154,7 +171,7 @@ class CoordinatorClient:
         spec = ALL_APIS[api]
         header = RequestHeader(
             spec.key, 0, _next_correlation_id() if correlation_id is None else correlation_id,
-            max(target, -1), self.client_id,
+            max(target, -1), _ACTING_AS.get() or self.client_id,
         )  # fmt: skip
         return where, self.connection(where).send(header, encode_body(body))
 
@@ -173,7 +190,8 @@ class CoordinatorClient:
         payload = encode_body(body)
         attempt_timeout = attempt_timeout_s or self._attempt_timeout_s
         deadline = time.monotonic() + timeout_s
-        header = RequestHeader(spec.key, 0, _next_correlation_id(), max(target, -1), self.client_id)
+        client_id = _ACTING_AS.get() or self.client_id
+        header = RequestHeader(spec.key, 0, _next_correlation_id(), max(target, -1), client_id)
         backoff = 0.02
         last: RequestError | None = None
         tried = describe(target)

@@ -3,19 +3,22 @@
 Server-rendered HTML (Jinja2, autoescaped: topic names, group ids and client ids are
 user-controlled), htmx for the live refresh and uPlot for the lag chart, both shipped
 in the package, so the console works air-gapped. Every write is a POST carrying the
-page's CSRF token and a same-origin check, goes through the CLI's admin calls, and is
-refused while the console is read-only.
+page's CSRF token and a same-origin check, needs a logged-in console admin (auth.py),
+goes through the CLI's admin calls under the client id ``kafkacoord-console:<user>``,
+and is refused while the console is read-only.
 """
 
 from __future__ import annotations
 
 import hmac
+import http.cookies
 import json
 import mimetypes
 import secrets
 import urllib.parse
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -24,24 +27,27 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from kafkacoord.client.connector import acting_as
 from kafkacoord.client.errors import RequestError
 from kafkacoord.client.offset_reset import RESET_MODES
 from kafkacoord.storage.errors import StorageError
 
 from . import pages
-from .cluster import ClusterAccess
+from .auth import LoginLimiter, Sessions, Users
+from .cluster import ClusterAccess, WritesOffError
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["Console", "ConsoleHttpError"]
+__all__ = ["Console", "ConsoleAuth", "ConsoleHttpError"]
 
 _MAX_FORM_BYTES = 64 * 1024
 _REASONS = {
-    200: "OK", 303: "See Other", 400: "Bad Request", 403: "Forbidden", 404: "Not Found",
-    405: "Method Not Allowed", 413: "Payload Too Large", 503: "Service Unavailable",
+    200: "OK", 303: "See Other", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+    404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large",
+    429: "Too Many Requests", 503: "Service Unavailable",
 }  # fmt: skip
 _HEADERS = [
     # Scripts and styles only from the console itself: an injected tag would not run.
@@ -60,6 +66,9 @@ _READ_ERRORS = (RequestError, StorageError, TimeoutError)
 STORED_LAG_GROUPS = 256
 
 
+CLIENT_ID_PREFIX = "kafkacoord-console:"
+
+
 class ConsoleHttpError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -68,16 +77,30 @@ class ConsoleHttpError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class ConsoleAuth:
+    """Who may read and write. Without users nobody logs in: reading is open (where
+    ``login_to_read`` is false) and nobody writes."""
+
+    users: Users = field(default_factory=lambda: Users({}))
+    sessions: Sessions = field(default_factory=lambda: Sessions(8 * 3600))
+    limiter: LoginLimiter = field(default_factory=LoginLimiter)
+    login_to_read: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class _Request:
     method: str
     path: str
     environ: WSGIEnvironment
+    user: str | None = None
 
     def form(self) -> dict[str, str]:
         try:
             length = int(self.environ.get("CONTENT_LENGTH") or 0)
         except ValueError as exc:
             raise ConsoleHttpError(400, "bad Content-Length") from exc
+        if length < 0:
+            raise ConsoleHttpError(400, "bad Content-Length")
         if length > _MAX_FORM_BYTES:
             raise ConsoleHttpError(413, "form too large")
         body = self.environ["wsgi.input"].read(length).decode("utf-8", "replace")
@@ -101,8 +124,10 @@ class Console:
         read_only_reason: str = "the console is read-only: set console_writes = true",
         refresh_s: float = 5.0,
         warehouse: Path | None = None,
+        auth: ConsoleAuth | None = None,
     ) -> None:
         self.access = access
+        self.auth = auth or ConsoleAuth()
         # A views warehouse: /history reads its leadership_history view, the lag charts
         # its lag_history view.
         self.warehouse = warehouse
@@ -146,18 +171,117 @@ class Console:
         path = raw.encode("latin-1", "replace").decode("utf-8", "replace")
         if path.startswith("/static/"):
             return self._static(path.removeprefix("/static/"), start_response)
+        request = _Request(method, path, environ, self.auth.sessions.user(self._token(environ)))
+        if path in ("/login", "/logout"):
+            return self._session_page(request, start_response)
+        if self.auth.login_to_read and request.user is None:
+            if method != "GET" or path.endswith("/lag.json"):
+                body = b"log in first"
+                return self._send(start_response, 401, body, "text/plain; charset=utf-8")
+            target = "/login?" + urllib.parse.urlencode({"next": _local(path)})
+            return self._send(start_response, 303, b"", "text/plain", [("Location", target)])
         if path.endswith("/lag.json") and path.startswith("/groups/"):
             group = path.removeprefix("/groups/").removesuffix("/lag.json")
             series = pages.lag_series(group, self.access.lag, self._stored_lag(group))
             body = json.dumps(series).encode()
             return self._send(start_response, 200, body, "application/json")
-        request = _Request(method, path, environ)
         try:
             status, html = self._dispatch(request)
         except ConsoleHttpError as exc:
-            status, html = exc.status, self._render("error.html", request, message=exc.message,
-                                                    status=exc.status)  # fmt: skip
+            status, html = exc.status, self._error(request, exc)
         return self._send(start_response, status, html.encode(), "text/html; charset=utf-8")
+
+    def _error(self, request: _Request, exc: ConsoleHttpError) -> str:
+        return self._render("error.html", request, message=exc.message, status=exc.status)
+
+    # -- login and logout ----------------------------------------------------------------
+
+    def _cookie_name(self, environ: WSGIEnvironment) -> str:
+        # Cookies ignore ports: each console on a host (one per daemon) needs its own name.
+        try:
+            port = urllib.parse.urlsplit(f"//{environ.get('HTTP_HOST', '')}").port
+        except ValueError:  # the ops server refuses such a Host before this
+            port = None
+        return f"kafkacoord_session_{port or environ.get('SERVER_PORT', '80')}"
+
+    def _token(self, environ: WSGIEnvironment) -> str | None:
+        jar = http.cookies.SimpleCookie()
+        try:
+            jar.load(environ.get("HTTP_COOKIE", ""))
+        except http.cookies.CookieError:
+            return None
+        morsel = jar.get(self._cookie_name(environ))
+        return None if morsel is None else morsel.value
+
+    def _cookie(self, environ: WSGIEnvironment, token: str, max_age: int) -> tuple[str, str]:
+        attributes = f"Path=/; Max-Age={max_age}; HttpOnly; SameSite=Strict"
+        if environ.get("wsgi.url_scheme") == "https":
+            attributes += "; Secure"
+        return "Set-Cookie", f"{self._cookie_name(environ)}={token}; {attributes}"
+
+    def _session_page(self, request: _Request, start_response: StartResponse) -> list[bytes]:
+        environ = request.environ
+        query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+        after = _local(query.get("next", ["/"])[-1])
+        headers: list[tuple[str, str]] = []
+        try:
+            if request.path == "/logout":
+                if request.method != "POST":
+                    raise ConsoleHttpError(405, f"{request.method} is not allowed here")
+                self._checked_origin(request, request.form())
+                self.auth.sessions.end(self._token(environ))
+                if request.user is not None:
+                    log.info("console logout", user=request.user)
+                headers.append(self._cookie(environ, "", 0))
+                return self._send(start_response, 303, b"", "text/plain",
+                                  [*headers, ("Location", "/")])  # fmt: skip
+            if request.method == "GET":
+                status, html = 200, self._login_page(request, after)
+            elif request.method == "POST":
+                form = request.form()
+                self._checked_origin(request, form)
+                after = _local(form.get("next", "/"))
+                token, wait = self._login(request, form)
+                if token is not None:
+                    headers.append(self._cookie(environ, token,
+                                                int(self.auth.sessions.max_age_s)))  # fmt: skip
+                    return self._send(start_response, 303, b"", "text/plain",
+                                      [*headers, ("Location", after)])  # fmt: skip
+                if wait > 0:
+                    headers.append(("Retry-After", str(int(wait) + 1)))
+                    message = "too many failed logins: try again later"
+                    status, html = 429, self._login_page(request, after, error=message)
+                else:
+                    message = "wrong user name or password"
+                    status, html = 401, self._login_page(request, after, error=message)
+            else:
+                raise ConsoleHttpError(405, f"{request.method} is not allowed here")
+        except ConsoleHttpError as exc:
+            status, html = exc.status, self._error(request, exc)
+        return self._send(start_response, status, html.encode(), "text/html; charset=utf-8",
+                          headers)  # fmt: skip
+
+    def _login_page(self, request: _Request, after: str, error: str | None = None) -> str:
+        users = bool(self.auth.users)
+        return self._render("login.html", request, next=after, login_error=error, users=users)
+
+    def _login(self, request: _Request, form: dict[str, str]) -> tuple[str | None, float]:
+        """A new session's token, or None and how long until a login is checked again."""
+        name, password = form.get("user", ""), form.get("password", "")
+        client = str(request.environ.get("REMOTE_ADDR", "?"))
+        keys = (f"client:{client}", f"user:{name}")
+        wait = self.auth.limiter.retry_after(keys)
+        if wait > 0:
+            log.warning("console login refused: too many failures", user=name, client=client,
+                        retry_after_s=round(wait))  # fmt: skip
+            return None, wait
+        if not self.auth.users.verify(name, password):
+            self.auth.limiter.failed(keys)
+            log.warning("console login failed", user=name, client=client)
+            return None, 0.0
+        self.auth.limiter.succeeded([f"user:{name}"])
+        log.info("console login", user=name, client=client, admin=self.auth.users.is_admin(name))
+        return self.auth.sessions.create(name), 0.0
 
     def _stored_lag(self, group: str) -> list[tuple[int, int]]:
         """The group's lag older than the ring, from the views warehouse ([] without one);
@@ -180,6 +304,15 @@ class Console:
         return points
 
     def _dispatch(self, request: _Request) -> tuple[int, str]:
+        # A user's requests name them to the daemons (the listener's log, the audit).
+        user = request.user
+        with acting_as(CLIENT_ID_PREFIX + user) if user else nullcontext():
+            try:
+                return self._route(request)
+            except WritesOffError as exc:
+                raise ConsoleHttpError(403, str(exc)) from exc
+
+    def _route(self, request: _Request) -> tuple[int, str]:
         allowed = False
         for method, prefix, handler in self._routes:
             exact = not prefix.endswith("/") or prefix == "/"
@@ -197,9 +330,15 @@ class Console:
         raise ConsoleHttpError(404, f"no such page: {request.path}")
 
     def _send(
-        self, start_response: StartResponse, status: int, body: bytes, content_type: str
+        self,
+        start_response: StartResponse,
+        status: int,
+        body: bytes,
+        content_type: str,
+        extra: list[tuple[str, str]] = [],  # noqa: B006 - never mutated
     ) -> list[bytes]:
-        headers = [("Content-Type", content_type), ("Content-Length", str(len(body))), *_HEADERS]
+        headers = [("Content-Type", content_type), ("Content-Length", str(len(body))), *_HEADERS,
+                   *extra]  # fmt: skip
         start_response(f"{status} {_REASONS.get(status, 'Error')}", headers)
         return [body]
 
@@ -212,10 +351,24 @@ class Console:
             kind += "; charset=utf-8"
         return self._send(start_response, 200, data, kind)
 
+    def _write_refusal(self, user: str | None) -> str | None:
+        """Why this user may not write, or None."""
+        if not self.writes:
+            return self.read_only_reason
+        if user is None:
+            if not self.auth.users:
+                return "writes need a console admin: set console_users and console_admins"
+            return "log in as a console admin to write"
+        if not self.auth.users.is_admin(user):
+            return f"{user} is not a console admin (console_admins)"
+        return None
+
     def _render(self, template: str, request: _Request, **context: Any) -> str:
+        refusal = self._write_refusal(request.user)
         return self._env.get_template(template).render(
-            path=request.path, csrf=self.csrf_token, writes=self.writes,
-            read_only_reason=self.read_only_reason, refresh_s=self.refresh_s, **context,
+            path=request.path, csrf=self.csrf_token, writes=refusal is None,
+            read_only_reason=refusal or "", refresh_s=self.refresh_s, user=request.user,
+            logins=bool(self.auth.users), **context,
         )  # fmt: skip
 
     # -- pages ---------------------------------------------------------------------------
@@ -286,18 +439,31 @@ class Console:
 
     # -- writes --------------------------------------------------------------------------
 
-    def _checked_form(self, request: _Request) -> dict[str, str]:
-        """The form of an allowed write: right token, same origin, writes enabled."""
-        form = request.form()
+    def _checked_origin(self, request: _Request, form: dict[str, str]) -> None:
+        """A form posted by one of this console's pages: right token, same origin."""
         if not hmac.compare_digest(form.get("csrf", ""), self.csrf_token):
             raise ConsoleHttpError(403, "missing or wrong CSRF token: reload the page")
         origin = request.environ.get("HTTP_ORIGIN")
         host = request.environ.get("HTTP_HOST", "")
         if origin and urllib.parse.urlsplit(origin).netloc != host:
             raise ConsoleHttpError(403, f"cross-origin write from {origin} refused")
-        if not self.writes:
-            raise ConsoleHttpError(403, self.read_only_reason)
+
+    def _checked_form(self, request: _Request) -> dict[str, str]:
+        """The form of an allowed write: right token, same origin, writes enabled, and a
+        logged-in console admin."""
+        form = request.form()
+        self._checked_origin(request, form)
+        refusal = self._write_refusal(request.user)
+        if refusal is not None:
+            log.warning("console write refused", user=request.user, path=request.path,
+                        client=request.environ.get("REMOTE_ADDR"), reason=refusal)  # fmt: skip
+            raise ConsoleHttpError(403, refusal)
         return form
+
+    def _audit(self, request: _Request, action: str, **details: Any) -> None:
+        """The audit line of a write: who did what."""
+        log.info("console write", action=action, user=request.user,
+                 client=request.environ.get("REMOTE_ADDR"), **details)  # fmt: skip
 
     def _cancel(self, request: _Request, _: str) -> tuple[int, str]:
         form = self._checked_form(request)
@@ -307,7 +473,7 @@ class Console:
             errors = self.access.cancel_reassignments([tp])
         except RequestError as exc:
             raise ConsoleHttpError(400, str(exc)) from exc
-        log.info("console cancelled a reassignment", topic=tp[0], partition=tp[1])
+        self._audit(request, "cancel-reassignment", topic=tp[0], partition=tp[1])
         notice = f"{tp[0]}-{tp[1]}: " + (errors.get(tp) or "reassignment stopped")
         return self._reassignments(request, "", notice=notice)
 
@@ -317,7 +483,7 @@ class Console:
             state = self.access.stop_rebalance()
         except RequestError as exc:
             raise ConsoleHttpError(400, str(exc)) from exc
-        log.info("console stopped the rebalance", state=state)
+        self._audit(request, "stop-rebalance", state=state)
         notice = f"rebalance {state.lower()}: queued moves cancelled, moves in flight finish"
         return self._reassignments(request, "", notice=notice)
 
@@ -332,7 +498,7 @@ class Console:
             errors = self.access.elect_preferred(partitions)
         except RequestError as exc:
             raise ConsoleHttpError(400, str(exc)) from exc
-        log.info("console elected preferred leaders", topic=topic)
+        self._audit(request, "elect-preferred-leaders", topic=topic, failed=len(errors))
         notice = "preferred leaders elected" + (
             "; failed: " + ", ".join(f"{t}-{p} ({e})" for (t, p), e in sorted(errors.items()))
             if errors else ""
@@ -360,8 +526,23 @@ class Console:
         except _READ_ERRORS as exc:
             raise ConsoleHttpError(503, str(exc)) from exc
         if apply:
-            log.info("console reset offsets", group=group, mode=mode, errors=len(result.errors))
+            self._audit(
+                request,
+                "reset-offsets",
+                group=group,
+                topic=form.get("topic") or None,
+                mode=mode,
+                value=value,
+                errors=len(result.errors),
+            )
         return self._group(request, group, reset=result, reset_form=form)
+
+
+def _local(target: str) -> str:
+    """A path on this console to go to after a login; anything else goes to /."""
+    if target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/"
 
 
 def _int(text: str, name: str) -> int:

@@ -32,9 +32,20 @@ from .live import LiveMetadata
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["ClusterAccess", "GroupView", "ResetResult"]
+__all__ = ["ClusterAccess", "GroupView", "ResetResult", "Writer", "WritesOffError"]
 
 TP = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """How the console's writes reach the daemons (None: plaintext)."""
+
+    tls: ClientTls | None
+
+
+class WritesOffError(RuntimeError):
+    """A write asked of a :class:`ClusterAccess` built without a writer."""
 
 
 @dataclass(slots=True)
@@ -70,6 +81,7 @@ class ClusterAccess:
         lag: LagHistory | None = None,
         lag_interval_s: float = 5.0,
         timeout_s: float = 10.0,
+        writer: Writer | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.topics = topics
@@ -78,7 +90,17 @@ class ClusterAccess:
             bootstrap, topic_prefix=topics.prefix, offsets_partitions=offsets_partitions,
             tls=tls, timeout_s=timeout_s,
         )  # fmt: skip
-        self.controller = ControllerAdmin(bootstrap, topics, tls=tls, timeout_s=timeout_s)
+        # Writes go through clients of their own, with the writer's certificate: never
+        # with the one the reads use (the daemon's own, under mutual TLS).
+        self._write_groups: GroupAdmin | None = None
+        self.controller: ControllerAdmin | None = None
+        if writer is not None:
+            self._write_groups = GroupAdmin(
+                bootstrap, topic_prefix=topics.prefix, offsets_partitions=offsets_partitions,
+                tls=writer.tls, timeout_s=timeout_s,
+            )  # fmt: skip
+            self.controller = ControllerAdmin(bootstrap, topics, tls=writer.tls,
+                                              timeout_s=timeout_s)  # fmt: skip
         self.lag = lag or LagHistory()
         self._probe = EndOffsetProbe(bootstrap, client_id=f"{client_id}-ends", timeout_s=timeout_s)
         self._probe_lock = threading.Lock()
@@ -143,16 +165,21 @@ class ClusterAccess:
 
     # -- writes (the CLI's admin calls) --------------------------------------------------
 
+    def _controller(self) -> ControllerAdmin:
+        if self.controller is None:
+            raise WritesOffError("this console was started without writes")
+        return self.controller
+
     def cancel_reassignments(self, partitions: list[TP]) -> dict[TP, str]:
         """Stop these reassignments (Kafka: a null target); errors by partition."""
-        return _failures(self.controller.alter_reassignments(dict.fromkeys(partitions)))
+        return _failures(self._controller().alter_reassignments(dict.fromkeys(partitions)))
 
     def stop_rebalance(self) -> str:
         """Stop the running rebalance; its new state."""
-        return self.controller.stop_rebalance().state
+        return self._controller().stop_rebalance().state
 
     def elect_preferred(self, partitions: list[TP] | None) -> dict[TP, str]:
-        results = self.controller.elect_leaders("preferred", partitions)
+        results = self._controller().elect_leaders("preferred", partitions)
         return _failures(results, ErrorCode.ELECTION_NOT_NEEDED)
 
     def reset_offsets(
@@ -175,9 +202,11 @@ class ClusterAccess:
                           value=value)  # fmt: skip
         result = ResetResult({tp: (committed.get(tp), o) for tp, o in plan.items()}, apply)
         if apply:
+            if self._write_groups is None:
+                raise WritesOffError("this console was started without writes")
             result.errors = {
                 tp: code.name
-                for tp, code in self.groups.reset_offsets(group, plan).items()
+                for tp, code in self._write_groups.reset_offsets(group, plan).items()
                 if code is not ErrorCode.NONE
             }
         return result
@@ -190,7 +219,10 @@ class ClusterAccess:
             self._sampler.join(timeout=1)
         self.metadata.close()
         self.groups.close()
-        self.controller.close()
+        if self._write_groups is not None:
+            self._write_groups.close()
+        if self.controller is not None:
+            self.controller.close()
         with self._probe_lock:
             self._probe.close()
 

@@ -27,6 +27,7 @@ from kafkacoord.coordinator.runtime.processor import LoopProcessor
 from kafkacoord.coordinator.runtime.shard import Request
 from kafkacoord.gc_pause import raise_young_threshold
 from kafkacoord.server import embedded
+from kafkacoord.server.console_policy import console_http_limits, console_policy
 from kafkacoord.server.listener_policy import check_listener
 from kafkacoord.server.ops import OpsService, StatusSource
 from kafkacoord.server.services.controller import ControllerService
@@ -156,7 +157,8 @@ class Daemon:
         add_strict_listener(self._on_strict_failure)
         raise_young_threshold()
         # Up first, so /health answers (503) while the daemon loads.
-        self.ops.serve(s.metrics_host, s.metrics_port)
+        self.ops.serve(s.metrics_host, s.metrics_port, console_http_limits(s),
+                       s.console_allowed_hosts)  # fmt: skip
         s.data_dir.mkdir(parents=True, exist_ok=True)
         bootstrap = s.kafka_bootstrap(s.bootstrap) if s.bootstrap else self._start_embedded_broker()
         _check_batch_producer_auth(bootstrap)
@@ -191,23 +193,29 @@ class Daemon:
         self._start_console(bootstrap)
 
     def _start_console(self, bootstrap: str) -> None:
-        """The web console on the metrics port: the same reads and admin calls as the CLI."""
+        """The web console on the metrics port: the same reads and admin calls as the CLI,
+        behind a login (kafkacoord/server/console_policy.py decides who may do what)."""
         s = self.settings
         server = self.ops.server
         if not s.console or server is None:
             return
         self._stop_console()  # a rebuild starts it again
-        # With mutual TLS and admin principals the listeners judge every admin write by
-        # this daemon's certificate, as they judge the CLI's; otherwise writes are opt-in.
-        writes = s.console_writes or (s.tls_client_ca is not None and bool(s.admin_principals))
+        policy = console_policy(s)
+        if policy.refusal is not None:
+            log.error("console not served", reason=policy.refusal, host=s.metrics_host)
+            return
         self._console = ClusterAccess(
             bootstrap, s.topics, offsets_partitions=s.offsets_partitions, tls=s.client_tls(),
-            client_id=f"kafkacoord-{s.node_id}-console",
+            client_id=f"kafkacoord-{s.node_id}-console", writer=policy.writer,
             lag=LagHistory(s.console_lag_samples), lag_interval_s=s.console_lag_interval_ms / 1000,
         ).start()  # fmt: skip
-        self.ops.mount_console(Console(self._console, writes=writes,
-                                       warehouse=s.console_warehouse))  # fmt: skip
-        log.info("console ready", url=f"{server.url}/", writes=writes)
+        console = Console(self._console, writes=policy.writer is not None,
+                          read_only_reason=policy.read_only_reason, auth=policy.auth,
+                          warehouse=s.console_warehouse)  # fmt: skip
+        self.ops.mount_console(console)
+        log.info("console ready", url=f"{server.url}/", writes=policy.writer is not None,
+                 login_to_read=policy.auth.login_to_read, users=len(s.console_users),
+                 read_only_reason=policy.read_only_reason or None)  # fmt: skip
 
     def _stop_console(self) -> None:
         self.ops.mount_console(None)

@@ -213,9 +213,8 @@ class Settings(BaseSettings):
     )
     console_writes: bool = Field(
         False,
-        description="Let the console stop reassignments, reset offsets and elect leaders. "
-        "With mutual TLS and admin_principals the console may write regardless, and the "
-        "listeners check this daemon's certificate against admin_principals as the CLI's.",
+        description="Let logged-in console_admins stop reassignments, reset offsets and elect "
+        "leaders. Under mutual TLS the writes need console_tls_cert.",
     )
     console_lag_interval_ms: int = Field(
         5000, ge=100, description="How often the console samples every group's lag."
@@ -229,6 +228,45 @@ class Settings(BaseSettings):
         "its leadership_history view, which outlives compaction, and the lag charts its "
         "lag_history view.",
     )
+    console_users: dict[str, str] = Field(
+        default_factory=dict,
+        description="Console users: name -> argon2 hash (kafkacoord console hash-password). "
+        "Without them the console is served only on a loopback metrics_host.",
+    )
+    console_admins: list[str] = Field(
+        default_factory=list, description="The console_users who may write (console_writes)."
+    )
+    console_allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names the console answers to besides the bound address (and the "
+        "loopback names on a loopback or wildcard one); others get 421 (DNS rebinding).",
+    )
+    console_session_max_age_s: int = Field(
+        8 * 3600, ge=60, description="A console login lasts this long."
+    )
+    console_tls_cert: Path | None = Field(
+        None,
+        description="The console's own client certificate for its writes; needed under mutual "
+        "TLS, and its subject must be in admin_principals.",
+    )
+    console_tls_key: Path | None = Field(None, description="PEM private key of console_tls_cert.")
+    http_threads: int = Field(4, ge=1, le=64, description="Worker threads of the metrics port.")
+    http_connection_limit: int = Field(
+        100, ge=1, description="Connections the metrics port holds open at once."
+    )
+    http_channel_timeout_s: int = Field(
+        30, ge=1, description="An idle connection to the metrics port is closed after this."
+    )
+
+    @model_validator(mode="after")
+    def _console_is_whole(self) -> Settings:
+        if (self.console_tls_cert is None) != (self.console_tls_key is None):
+            raise ValueError("console_tls_cert and console_tls_key go together")
+        unknown = sorted(set(self.console_admins) - set(self.console_users))
+        if unknown:
+            raise ValueError(f"console_admins not in console_users: {', '.join(unknown)}")
+        return self
+
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["console", "json"] = "console"
 

@@ -8,6 +8,7 @@ failure.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -16,9 +17,14 @@ from typing import Any
 
 import pytest
 
+from kafkacoord.console.auth import hash_password
 from tests.integration.cluster import DaemonProcess
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
+# The console's users: alice may write, bob only reads.
+PASSWORDS = {"alice": "wonderland", "bob": "builder"}
+# A name that resolves to 127.0.0.1 in the browser alone: a DNS-rebinding site.
+REBOUND = "rebound.example"
 
 
 def chromium_path() -> str | None:
@@ -41,7 +47,10 @@ def browser() -> Iterator[Any]:
 
     with sync_playwright() as playwright:
         # Root in a container has no user namespace for Chromium's sandbox.
-        launched = playwright.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        launched = playwright.chromium.launch(
+            executable_path=path,
+            args=["--no-sandbox", f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1"],
+        )
         try:
             yield launched
         finally:
@@ -58,6 +67,8 @@ def console_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonP
         "KAFKACOORD_LISTEN": "127.0.0.1:0",
         "KAFKACOORD_OFFSETS_PARTITIONS": "4",
         "KAFKACOORD_CONSOLE_WRITES": "true",
+        "KAFKACOORD_CONSOLE_USERS": json.dumps({u: hash_password(p) for u, p in PASSWORDS.items()}),
+        "KAFKACOORD_CONSOLE_ADMINS": '["alice"]',
         "KAFKACOORD_CONSOLE_LAG_INTERVAL_MS": "300",
         "KAFKACOORD_CONSOLE_WAREHOUSE": str(data / "views"),
         "KAFKACOORD_NODE_SESSION_TIMEOUT_MS": "60000",

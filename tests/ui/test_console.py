@@ -29,6 +29,7 @@ from kafkacoord.spark.tables import schemas
 from kafkacoord.spark.warehouse import Warehouse
 from kafkacoord.storage.topics import InternalTopics
 from tests.integration.cluster import DaemonProcess, wait_until
+from tests.ui.conftest import PASSWORDS, REBOUND
 
 pytestmark = pytest.mark.ui
 
@@ -97,8 +98,8 @@ def scene(console_daemon: DaemonProcess) -> Iterator[Scene]:
         admin.close()
 
 
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
+@contextlib.contextmanager
+def _opened(browser: Any) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     opened = context.new_page()
     dialogs: list[str] = []
@@ -113,6 +114,29 @@ def page(browser: Any) -> Iterator[Any]:
         yield opened
     finally:
         context.close()
+
+
+def _log_in(page: Any, url: str, user: str, password: str) -> None:
+    page.goto(url + "/login")
+    page.fill("#login-form input[name=user]", user)
+    page.fill("#login-form input[name=password]", password)
+    page.locator("#login").click()
+
+
+@pytest.fixture
+def anonymous(browser: Any) -> Iterator[Any]:
+    """A browser nobody has logged in on: the console on loopback lets it read."""
+    with _opened(browser) as opened:
+        yield opened
+
+
+@pytest.fixture
+def page(browser: Any, scene: Scene) -> Iterator[Any]:
+    """A browser logged in as alice, a console admin."""
+    with _opened(browser) as opened:
+        _log_in(opened, scene.url, "alice", PASSWORDS["alice"])
+        opened.wait_for_selector("#user")
+        yield opened
 
 
 def _shot(page: Any, artifacts: Path, name: str) -> None:
@@ -342,3 +366,56 @@ def test_history_lists_leadership_changes(scene: Scene, page: Any, artifacts: Pa
     text = page.locator("#history-table").inner_text()
     assert "orders-2" in text and "initial" in text
     _shot(page, artifacts, "history")
+
+
+def test_a_write_is_refused_without_a_login(scene: Scene, anonymous: Any) -> None:
+    anonymous.goto(scene.url + "/reassignments")
+    assert anonymous.locator("#mode").inner_text() == "read-only"
+    button = anonymous.locator("form[action='/leaders/elect'] button")
+    assert button.is_disabled()
+    assert button.get_attribute("title") == "log in as a console admin to write"
+    # The page's own token does not make up for the login.
+    csrf = anonymous.locator("input[name=csrf]").first.get_attribute("value")
+    refused = anonymous.request.post(scene.url + "/leaders/elect", form={"csrf": csrf})
+    assert refused.status == 403
+    assert "log in as a console admin" in refused.text()
+
+
+def test_logging_in_enables_writes_and_logging_out_ends_them(
+    scene: Scene, anonymous: Any, artifacts: Path
+) -> None:
+    _log_in(anonymous, scene.url, "alice", "not her password")
+    assert anonymous.locator("#login-error").inner_text() == "wrong user name or password"
+    _shot(anonymous, artifacts, "login")
+    _log_in(anonymous, scene.url, "alice", PASSWORDS["alice"])
+    anonymous.wait_for_selector("#user")
+    assert anonymous.locator("#user").inner_text() == "alice"
+    assert anonymous.locator("#mode").inner_text() == "writes enabled"
+    [cookie] = anonymous.context.cookies()
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    anonymous.goto(scene.url + "/topics/orders")
+    assert anonymous.get_by_role("button", name="Elect preferred leaders").is_enabled()
+    anonymous.locator("#logout").click()
+    anonymous.wait_for_selector("#login-link")
+    assert anonymous.locator("#mode").inner_text() == "read-only"
+    assert anonymous.context.cookies() == []
+
+
+def test_a_reader_logs_in_but_may_not_write(scene: Scene, anonymous: Any) -> None:
+    _log_in(anonymous, scene.url, "bob", PASSWORDS["bob"])
+    anonymous.wait_for_selector("#user")
+    anonymous.goto(scene.url + "/topics/orders")
+    button = anonymous.get_by_role("button", name="Elect preferred leaders")
+    assert button.is_disabled()
+    assert button.get_attribute("title") == "bob is not a console admin (console_admins)"
+
+
+def test_a_rebound_host_is_refused(scene: Scene, anonymous: Any) -> None:
+    # rebound.example resolves to 127.0.0.1 (as a DNS-rebinding site's name would): the
+    # browser reaches the console, and the console refuses the name.
+    port = urllib.parse.urlsplit(scene.url).port
+    response = anonymous.goto(f"http://{REBOUND}:{port}/")
+    assert response is not None and response.status == 421
+    assert "console_allowed_hosts" in anonymous.locator("body").inner_text()
+    # The same console under its own address answers.
+    assert anonymous.goto(scene.url + "/").status == 200

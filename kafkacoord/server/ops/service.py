@@ -7,6 +7,7 @@ so several daemons' worth of metrics can live in one process.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 import structlog
@@ -23,7 +24,8 @@ from .collectors import (
     poison_counts_source,
 )
 from .health import Health, evaluate
-from .http import OpsServer, ops_app
+from .hosts import HostCheck
+from .http import HttpLimits, OpsServer, ops_app
 from .observer import PrometheusObserver
 from .probe import BrokerProbe
 from .status import DaemonStatus, StatusSource
@@ -68,14 +70,22 @@ class OpsService:
         # Before watch_broker the daemon is still starting, which evaluate reports.
         return evaluate(self.status())
 
-    def serve(self, host: str, port: int) -> OpsServer | None:
-        """Start the HTTP endpoint; a port in use is logged, not fatal (metrics are optional)."""
+    def serve(
+        self,
+        host: str,
+        port: int,
+        limits: HttpLimits | None = None,
+        allowed_hosts: Collection[str] = (),
+    ) -> OpsServer | None:
+        """Start the HTTP endpoint; a port in use is logged, not fatal (metrics are optional).
+        The console answers only under the bound address and ``allowed_hosts``."""
         if port == DISABLED_PORT:
             log.info("metrics and health endpoint disabled")
             return None
         try:
-            app = ops_app(self.registry, self.health, lambda: self._console)
-            self.server = OpsServer(host, port, app).start()
+            hosts = HostCheck(host, allowed_hosts)
+            app = ops_app(self.registry, self.health, lambda: self._console, hosts)
+            self.server = OpsServer(host, port, app, limits).start()
         except OSError as exc:
             log.warning("metrics and health endpoint not started", host=host, port=port,
                         error=str(exc))  # fmt: skip

@@ -181,8 +181,9 @@ class RequestDispatcher:
             spec, parsed, conn.principal
         )  # fmt: skip
         if refusal is not None:
-            log.warning("call refused", api=spec.name, principal=conn.principal, peer=conn.peer,
-                        error=refusal.code.name, reason=refusal.message)  # fmt: skip
+            log.warning("call refused", api=spec.name, principal=conn.principal,
+                        peer=conn.peer, client=header.client_id, error=refusal.code.name,
+                        reason=refusal.message)  # fmt: skip
             self._refuse(conn, header, refusal.code, refusal.message[:MESSAGE_MAX], close=False,
                          api=spec.name, reason="unauthorized")  # fmt: skip
             return
