@@ -11,7 +11,7 @@ import typer
 from pydantic import ValidationError
 
 from kafkacoord import __version__, logs
-from kafkacoord.cli import groups, leaders, nodes, reassign, rebalance, status, topics
+from kafkacoord.cli import acls, groups, leaders, nodes, reassign, rebalance, status, topics
 from kafkacoord.server.settings import load_settings
 from kafkacoord.storage.errors import StorageError
 
@@ -89,6 +89,7 @@ app.add_typer(rebalance.rebalance_app, name="rebalance")
 app.command("elect-leaders")(leaders.elect_leaders)
 app.command("shutdown-node")(leaders.shutdown_node)
 app.add_typer(groups.groups_app, name="groups")
+app.command("acls")(acls.acls)
 status.register(app)
 
 

@@ -43,7 +43,7 @@ from kafkacoord.storage.batch_producer import IoLoop
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client, broker_count, replay_consumer
-from kafkacoord.storage.errors import PoisonRecordError, StorageError
+from kafkacoord.storage.errors import EmbeddedBrokerError, PoisonRecordError, StorageError
 from kafkacoord.storage.fold import FoldPolicy, metadata_policy, offsets_policy
 from kafkacoord.storage.kafka_broker import KafkaBroker
 from kafkacoord.storage.poison import add_strict_listener, remove_strict_listener, set_strict
@@ -357,8 +357,11 @@ class Daemon:
         port = embedded.choose_port(s.embedded_broker_port, previous, s.embedded_broker)
         if s.embedded_broker == "kafka":
             self._broker = KafkaBroker(
-                s.data_dir / "kafka", port=port, log_path=s.data_dir / "kafka.log"
-            )
+                s.data_dir / "kafka", port=port, log_path=s.data_dir / "kafka.log",
+                secure=s.embedded_kafka_secure, topic_prefix=s.topic_prefix,
+            )  # fmt: skip
+        elif s.embedded_kafka_secure:
+            raise EmbeddedBrokerError('embedded_kafka_secure needs embedded_broker = "kafka"')
         else:
             self._broker = EmbeddedBroker(port=port, log_path=s.data_dir / "tansu.log")
         self._broker.start()

@@ -16,18 +16,14 @@ from dataclasses import dataclass
 from enum import Enum
 from itertools import groupby
 
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    ResourcePatternType,
-    ResourceType,
-)
+# Where confluent_kafka defines them (its admin package re-exports them untyped).
+from confluent_kafka.admin._acl import AclBinding, AclOperation, AclPermissionType
+from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
 
 __all__ = [
     "CLUSTER_NAME",
     "DEFAULT_PRINCIPAL",
-    "GROUP_PREFIX",
+    "GROUP_PREFIXES",
     "Acl",
     "Resource",
     "acl_bindings",
@@ -36,9 +32,12 @@ __all__ = [
 ]
 
 DEFAULT_PRINCIPAL = "User:kafkacoord"
-# The consumer groups kafkacoord's own clients name: the controller election
-# (``<prefix>controller-<id>``) and the assign-only readers' ``kafkacoord-<node>-...``.
-GROUP_PREFIX = "kafkacoord-"
+# The groups kafkacoord's assign-only consumers name (``kafkacoord-<node>-loader-replay``,
+# the clients' ``kc-routes-<id>-metadata``, the views' ``kafkacoord-spark-reader``...).
+# librdkafka looks up their coordinator (FindCoordinator: Describe) even though none is
+# joined; denied, every poll reports GROUP_AUTHORIZATION_FAILED. The controller election
+# group, which is joined, is ``<topic prefix>controller-<id>``: kafkacoord's alone.
+GROUP_PREFIXES = ("kafkacoord-", "kc-")
 CLUSTER_NAME = "kafka-cluster"  # Kafka's one cluster resource
 
 
@@ -89,7 +88,7 @@ def kafkacoord_acls(
         ),
         *(
             Acl(principal, Resource.GROUP, group, True, op)
-            for group in (topic_prefix, GROUP_PREFIX)
+            for group in (topic_prefix, *GROUP_PREFIXES)
             for op in _GROUP_OWNER_OPS
         ),
         # The coordinator reads every topic's partition count and offsets (ListOffsets).
@@ -97,6 +96,8 @@ def kafkacoord_acls(
     ]
     for reader in readers:
         acls += [Acl(reader, Resource.TOPIC, topic_prefix, True, op) for op in _READER_TOPIC_OPS]
+        # Describe only: readers never join a group nor commit (OffsetCommit needs Read).
+        acls += [Acl(reader, Resource.GROUP, group, True, "Describe") for group in GROUP_PREFIXES]
         # The views sample the end offsets of the topics groups commit for (lag).
         acls.append(Acl(reader, Resource.TOPIC, "*", False, "Describe"))
     return sorted(set(acls), key=lambda acl: (*acl.pattern(), acl.operation))

@@ -19,6 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 VALID_DAYS = 3650
+# A server certificate that is also the broker's client certificate (controller listener).
+_USAGES = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
 
 
 def write_server_pki(
@@ -41,11 +43,12 @@ def write_server_pki(
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
         _builder(subject, ca_name, key.public_key(), now)
-        .add_extension(x509.SubjectAlternativeName([_general_name(h) for h in hosts]), False)
+        .add_extension(
+            x509.SubjectAlternativeName([_general_name(h) for h in hosts]), critical=False
+        )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(_key_usage(cert_sign=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                              ExtendedKeyUsageOID.CLIENT_AUTH]), False)  # fmt: skip
+        .add_extension(x509.ExtendedKeyUsage(_USAGES), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     pem = serialization.Encoding.PEM

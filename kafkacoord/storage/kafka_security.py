@@ -39,6 +39,7 @@ USERS_FILE = "scram-users.json"
 CA_FILE = "ca.pem"
 KEYSTORE_FILE = "server-keystore.pem"
 _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_SCRAM_SERVER_ONLY = f"{_SCRAM_MODULE} required;"
 
 
 def properties_file(user: str) -> str:
@@ -97,7 +98,7 @@ class KafkaSecurity:
             "sasl.mechanism.inter.broker.protocol": MECHANISM,
             # Server side of both mechanisms; the SHA-512 one also logs the broker in as admin.
             f"listener.name.{listener}.scram-sha-512.sasl.jaas.config": self.jaas(ADMIN),
-            f"listener.name.{listener}.scram-sha-256.sasl.jaas.config": f"{_SCRAM_MODULE} required;",
+            f"listener.name.{listener}.scram-sha-256.sasl.jaas.config": _SCRAM_SERVER_ONLY,
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(self.data_dir / KEYSTORE_FILE),
             "ssl.truststore.type": "PEM",
