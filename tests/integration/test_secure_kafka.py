@@ -38,6 +38,7 @@ from kafkacoord.cli.main import app
 from kafkacoord.storage.acls import Acl, Resource, kafkacoord_acls
 from kafkacoord.storage.errors import EmbeddedBrokerError
 from kafkacoord.storage.kafka_broker import KafkaBroker
+from kafkacoord.storage.kafka_jars import java_binary, kafka_classpath
 from tests.kafka_acls import parse_commands
 
 pytestmark = pytest.mark.integration
@@ -361,6 +362,41 @@ def _acl(binding: Any) -> Acl:
     operation = "".join(w.capitalize() for w in binding.operation.name.split("_"))
     prefixed = binding.resource_pattern_type == ResourcePatternType.PREFIXED
     return Acl(binding.principal, resource, binding.name, prefixed, operation)
+
+
+# Kafka's tools load --command-config like this, into the Java Admin client.
+_JAVA_ADMIN = """
+import java.io.FileReader;
+import java.util.Properties;
+import org.apache.kafka.clients.admin.Admin;
+
+public class ListTopics {
+    public static void main(String[] args) throws Exception {
+        Properties props = new Properties();
+        try (FileReader in = new FileReader(args[1])) { props.load(in); }
+        props.put("bootstrap.servers", args[0]);
+        try (Admin admin = Admin.create(props)) {
+            System.out.println("TOPICS " + admin.listTopics().names().get());
+        }
+    }
+}
+"""
+
+
+def test_the_properties_files_work_as_is_with_kafkas_java_client(
+    broker: KafkaBroker, tmp_path: Path
+) -> None:
+    metadata = topic_name()
+    create(AdminClient(config(broker, "kafkacoord")), metadata)
+    source = tmp_path / "ListTopics.java"
+    source.write_text(_JAVA_ADMIN)
+    props = broker.data_dir / "client-user.properties"
+    done = subprocess.run(
+        [java_binary(), "-cp", kafka_classpath(), str(source), broker.bootstrap, str(props)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert metadata in done.stdout.split("TOPICS ", 1)[1]
 
 
 def test_dev_sh_kafka_secure_restarts_with_its_users_and_refuses_a_plain_start(
