@@ -7,6 +7,8 @@
 #   ./dev.sh kafka [ARGS]    set up .venv, then run one Apache Kafka broker in the foreground
 #                            (data in var/kafka, bootstrap written to var/kafka/bootstrap)
 #                            for tests and benches to share: KAFKACOORD_KAFKA_BOOTSTRAP=...
+#                            --secure: SASL_SSL, SCRAM users and ACLs; var/kafka/ca.pem and
+#                            client-{kafkacoord,user,admin}.properties beside the bootstrap
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -55,7 +57,7 @@ case $cmd in
     exit $rc
     ;;
   *)
-    echo "usage: ./dev.sh daemon [ARGS] | ./dev.sh test [PYTEST ARGS] | ./dev.sh kafka [ARGS]" >&2
+    echo "usage: ./dev.sh daemon [ARGS] | ./dev.sh test [PYTEST ARGS] | ./dev.sh kafka [--secure] [ARGS]" >&2
     exit 2
     ;;
 esac

@@ -18,6 +18,7 @@ from kafkacoord.client.errors import RequestError
 from kafkacoord.coordinator.controller.placement import AdminOperationError
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.server.settings import Settings, load_settings
+from kafkacoord.storage.kafka_security import KAFKACOORD, properties_file
 
 BOOTSTRAP_FILE = "bootstrap"
 
@@ -55,6 +56,10 @@ def resolve_settings(
         if not written.is_file():
             fail("no broker: pass --bootstrap-server, set KAFKACOORD_BOOTSTRAP, or start "
                  "a local daemon (./dev.sh daemon)", 2)  # fmt: skip
+        if kafka_config is None and settings.kafka_config is None:
+            # A secured embedded Kafka: its credentials for kafkacoord lie beside it.
+            local = settings.data_dir / "kafka" / properties_file(KAFKACOORD)
+            kafka_config = local if local.is_file() else None
         settings = load_settings(
             config, bootstrap=written.read_text().strip(), kafka_config=kafka_config
         )

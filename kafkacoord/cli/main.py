@@ -11,7 +11,17 @@ import typer
 from pydantic import ValidationError
 
 from kafkacoord import __version__, logs
-from kafkacoord.cli import console, groups, leaders, nodes, reassign, rebalance, status, topics
+from kafkacoord.cli import (
+    acls,
+    console,
+    groups,
+    leaders,
+    nodes,
+    reassign,
+    rebalance,
+    status,
+    topics,
+)
 from kafkacoord.server.settings import load_settings
 from kafkacoord.storage.errors import StorageError
 
@@ -100,6 +110,7 @@ app.command("elect-leaders")(leaders.elect_leaders)
 app.command("shutdown-node")(leaders.shutdown_node)
 app.add_typer(groups.groups_app, name="groups")
 app.add_typer(console.console_app, name="console")
+app.command("acls")(acls.acls)
 status.register(app)
 
 

@@ -45,10 +45,16 @@ from kafkacoord.storage.batch_producer import IoLoop
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.cache import StateCache
 from kafkacoord.storage.clients import admin_client, broker_count, replay_consumer
-from kafkacoord.storage.errors import BrokerUnavailableError, PoisonRecordError, StorageError
+from kafkacoord.storage.errors import (
+    BrokerUnavailableError,
+    EmbeddedBrokerError,
+    PoisonRecordError,
+    StorageError,
+)
 from kafkacoord.storage.fold import FoldPolicy, metadata_policy, offsets_policy
 from kafkacoord.storage.kafka_broker import KafkaBroker
 from kafkacoord.storage.kafka_config import client_config_of
+from kafkacoord.storage.kafka_security import KAFKACOORD
 from kafkacoord.storage.poison import add_strict_listener, remove_strict_listener, set_strict
 from kafkacoord.storage.recovery import DEFAULT_DELETE_RETENTION_MS, ShardLoad, ShardRecovery
 from kafkacoord.storage.reseed import reseed
@@ -373,8 +379,11 @@ class Daemon:
         port = embedded.choose_port(s.embedded_broker_port, previous, s.embedded_broker)
         if s.embedded_broker == "kafka":
             self._broker = KafkaBroker(
-                s.data_dir / "kafka", port=port, log_path=s.data_dir / "kafka.log"
-            )
+                s.data_dir / "kafka", port=port, log_path=s.data_dir / "kafka.log",
+                secure=s.embedded_kafka_secure, topic_prefix=s.topic_prefix,
+            )  # fmt: skip
+        elif s.embedded_kafka_secure:
+            raise EmbeddedBrokerError('embedded_kafka_secure needs embedded_broker = "kafka"')
         else:
             self._broker = EmbeddedBroker(port=port, log_path=s.data_dir / "tansu.log")
         self._broker.start()
@@ -385,6 +394,8 @@ class Daemon:
         )
         # Lets the admin commands on this machine find the embedded broker.
         (s.data_dir / "bootstrap").write_text(self._broker.bootstrap)
+        if isinstance(self._broker, KafkaBroker):
+            return self._broker.bootstrap_as(KAFKACOORD)  # its credentials, when secure
         return self._broker.bootstrap
 
     def _reseed_embedded(self, bootstrap: str) -> None:

@@ -204,6 +204,11 @@ class Settings(BaseSettings):
     embedded_broker: Literal["tansu", "kafka"] = Field(
         "tansu", description="Embedded broker without bootstrap: tansu (memory) or Apache Kafka."
     )
+    embedded_kafka_secure: bool = Field(
+        False,
+        description="The embedded Apache Kafka listens SASL_SSL with SCRAM users and ACLs; "
+        "client properties files are written to data_dir/kafka (needs embedded_broker=kafka).",
+    )
     metrics_host: str = Field("127.0.0.1", description="Address of /metrics and /health.")
     metrics_port: int = Field(
         9464, ge=-1, le=65535, description="Port of /metrics and /health; 0 picks one, -1 disables."

@@ -2,7 +2,7 @@
 
 Unlike tansu's ``memory://`` broker its topics live on disk under ``data_dir`` and survive a
 restart. ``python -m kafkacoord.storage.kafka_broker --data-dir DIR`` runs one in the
-foreground (``./dev.sh kafka``).
+foreground (``./dev.sh kafka``; ``--secure`` for SASL_SSL and ACLs, see :mod:`.kafka_security`).
 """
 
 from __future__ import annotations
@@ -26,11 +26,15 @@ import structlog
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from .acls import acl_bindings, kafkacoord_acls
 from .broker import free_port
 from .child import owned_child_kwargs, stop_child
 from .clients import base_config
 from .errors import EmbeddedBrokerError
+from .kafka_certs import write_private
+from .kafka_config import Bootstrap
 from .kafka_jars import KAFKA_VERSION, java_binary, kafka_classpath
+from .kafka_security import ADMIN, KAFKACOORD, USER, USERS, KafkaSecurity, properties_file
 
 log = structlog.get_logger(__name__)
 
@@ -83,6 +87,10 @@ class KafkaBroker:
     The storage is formatted on the first start only; later starts reuse the log dir and
     every topic in it. The quorum is static (``controller.quorum.voters``), so each start
     may pick new free ports. Broker output goes to ``log_path`` (WARN unless ``log_level``).
+
+    ``secure``: a SASL_SSL listener, SCRAM users and the ACLs ``kafkacoord acls`` prints for
+    the internal topics named ``topic_prefix*`` (:mod:`.kafka_security`). A log dir keeps
+    the security it was formatted with.
     """
 
     def __init__(
@@ -96,6 +104,8 @@ class KafkaBroker:
         log_level: str = "WARN",
         version: str = KAFKA_VERSION,
         properties: Mapping[str, str] | None = None,
+        secure: bool = False,
+        topic_prefix: str = "__kc_",
     ) -> None:
         # Absolute: the JVM's config names files, and a file URI cannot be relative.
         self.data_dir = Path(data_dir).absolute()
@@ -107,6 +117,10 @@ class KafkaBroker:
         self.version = version
         # Broker properties over the defaults (tests force the log cleaner this way).
         self.properties = dict(properties or {})
+        self.secure = secure
+        self.topic_prefix = topic_prefix
+        # Set by start() when secure: the users, passwords and PEM files.
+        self.security: KafkaSecurity | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -142,9 +156,11 @@ class KafkaBroker:
         started = time.monotonic()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        formatted = self.cluster_id is not None
+        self.security = self._security(formatted)
         config = self._write_config()
         log4j = f"-Dlog4j2.configurationFile={self._write_log4j2().as_uri()}"
-        if self.cluster_id is None:
+        if not formatted:
             self._format(java, classpath, log4j, config)
         # java itself is the child (no wrapper script), so the parent-death signal reaches it.
         with self.log_path.open("ab") as out:
@@ -156,6 +172,9 @@ class KafkaBroker:
                 **owned_child_kwargs(),
             )
         self._wait_ready(timeout_s)
+        if self.security is not None:
+            self._apply_acls(self.security, timeout_s)
+            self.security.write_client_properties()
         assert self._process is not None
         log.info(
             "embedded broker ready",
@@ -164,8 +183,38 @@ class KafkaBroker:
             log=str(self.log_path),
             seconds=round(time.monotonic() - started, 2),
             rss_mb=rss_mb(self._process.pid),
+            secure=self.secure,
         )
         return self
+
+    def _security(self, formatted: bool) -> KafkaSecurity | None:
+        found = KafkaSecurity.load(self.data_dir)
+        if formatted and (found is not None) != self.secure:
+            raise EmbeddedBrokerError(
+                f"the Kafka log dir {self.log_dir} was formatted "
+                f"{'with' if found else 'without'} security; start it "
+                f"{'with' if found else 'without'} secure (--secure), or use a new data dir"
+            )
+        if not self.secure:
+            return None
+        # An unformatted dir with users is a format that failed: its users are reused.
+        return found or KafkaSecurity.create(self.data_dir)
+
+    def bootstrap_as(self, user: str = ADMIN) -> Bootstrap:
+        """This broker's bootstrap, reached as ``user`` (secure) or anonymously."""
+        config = None if self.security is None else self.security.client_config(user)
+        return Bootstrap(self.bootstrap, config)
+
+    def _apply_acls(self, security: KafkaSecurity, timeout_s: float) -> None:
+        """The ACLs ``kafkacoord acls`` prints for kafkacoord's user and ``user`` as a reader."""
+        acls = kafkacoord_acls(f"User:{KAFKACOORD}", [f"User:{USER}"], self.topic_prefix)
+        admin = AdminClient(base_config(self.bootstrap_as(ADMIN), "kafkacoord-acls"))
+        for future in admin.create_acls(acl_bindings(acls), request_timeout=timeout_s).values():
+            try:
+                future.result()
+            except KafkaException as exc:
+                self.stop()
+                raise EmbeddedBrokerError(f"applying kafkacoord's ACLs failed: {exc}") from exc
 
     def _write_config(self) -> Path:
         voter = f"{self.host}:{self.controller_port}"
@@ -200,9 +249,13 @@ class KafkaBroker:
             # kafkacoord creates its own topics with the configs they need.
             "auto.create.topics.enable": "false",
         }
+        if self.security is not None:
+            settings.update(self.security.server_properties(self.bootstrap, voter))
         settings.update(self.properties)
         path = self.data_dir / "server.properties"
-        path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        text = "".join(f"{key}={value}\n" for key, value in settings.items())
+        # Secure, it holds the admin password (the broker's inter-broker login).
+        write_private(path, text.encode())
         return path
 
     def _write_log4j2(self) -> Path:
@@ -215,6 +268,7 @@ class KafkaBroker:
         cmd = [
             java, *_TOOL_OPTS, log4j, "-cp", classpath, "kafka.tools.StorageTool",
             "format", "--cluster-id", cluster_id, "--config", str(config), "--ignore-formatted",
+            *(self.security.format_args() if self.security else ()),
         ]  # fmt: skip
         done = subprocess.run(
             cmd, capture_output=True, text=True, check=False, **owned_child_kwargs()
@@ -234,7 +288,7 @@ class KafkaBroker:
             if time.monotonic() > deadline:
                 self._not_ready(timeout_s)
             time.sleep(0.1)
-        config = base_config(self.bootstrap, "kafkacoord-readiness")
+        config = base_config(self.bootstrap_as(ADMIN), "kafkacoord-readiness")
         admin = AdminClient({**config, "reconnect.backoff.max.ms": 200})
         while time.monotonic() < deadline:
             self._check_alive()
@@ -293,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=Path("var/kafka"))
     parser.add_argument("--port", type=int, default=None, help="broker port (default: free)")
     parser.add_argument("--log-level", default="WARN", help="the broker's log4j2 level")
+    parser.add_argument(
+        "--secure", action="store_true",
+        help="SASL_SSL listener, SCRAM users and ACLs; client properties files in the data dir",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     stop = threading.Event()
 
@@ -302,7 +360,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        broker = KafkaBroker(args.data_dir, port=args.port, log_level=args.log_level).start()
+        broker = KafkaBroker(
+            args.data_dir, port=args.port, log_level=args.log_level, secure=args.secure
+        ).start()
     except EmbeddedBrokerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -310,6 +370,10 @@ def main(argv: list[str] | None = None) -> int:
     bootstrap_file.write_text(broker.bootstrap)
     print(f"Apache Kafka {broker.version} at {broker.bootstrap} (written to {bootstrap_file});")
     print(f"  KAFKACOORD_KAFKA_BOOTSTRAP={broker.bootstrap}; Ctrl-C stops it", flush=True)
+    if broker.security is not None:
+        print(f"  SASL_SSL (SCRAM-SHA-512), CA {broker.security.ca_path}; client properties:")
+        for user in USERS:
+            print(f"    {broker.data_dir / properties_file(user)}", flush=True)
     try:
         while not stop.wait(1.0):
             if not broker.running:

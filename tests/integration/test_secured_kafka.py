@@ -176,3 +176,41 @@ def test_a_views_batch_reads_the_secured_topics_as_the_user(
     rows = read_view(warehouse, "partitions").to_pylist()
     shards = {row["partition"] for row in rows if row["topic"] == f"{PREFIX}offsets"}
     assert shards == {0, 1, 2}, json.dumps(rows, default=str)[:2000]
+
+
+def test_a_daemon_on_its_own_secured_embedded_kafka_and_the_cli_beside_it(
+    tmp_path: Path,
+) -> None:
+    env = {
+        "KAFKACOORD_EMBEDDED_BROKER": "kafka",
+        "KAFKACOORD_EMBEDDED_KAFKA_SECURE": "true",
+        "KAFKACOORD_DATA_DIR": str(tmp_path / "data"),
+        "KAFKACOORD_LOG_FORMAT": "json",
+        "KAFKACOORD_METRICS_PORT": "0",
+        "KAFKACOORD_LISTEN": "127.0.0.1:0",
+        "KAFKACOORD_OFFSETS_PARTITIONS": str(SHARDS),
+    }
+    daemon = DaemonProcess(env)
+    try:
+        daemon.wait_for("daemon ready", timeout_s=180)
+
+        # The CLI finds the broker and kafkacoord's credentials in the data dir.
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "kafkacoord", *args],
+                                  capture_output=True, text=True, timeout=120,
+                                  env={**os.environ, **env}, check=False)  # fmt: skip
+
+        def controller() -> object:
+            status = cli("status", "--json")
+            assert status.returncode == 0, status.stderr
+            return json.loads(status.stdout)["controller"]
+
+        assert wait_until(controller, what="a controller in kafkacoord status")["node_id"] == 0  # type: ignore[index]
+        # The controller answers an admin call (there is no node to place a topic on).
+        created = cli("topics", "create", "--topic", "t", "--replication-factor", "1")
+        assert "larger than the 0 live service nodes" in created.stderr, created.stderr
+        anonymous = admin_client((tmp_path / "data" / "bootstrap").read_text(), "anonymous")
+        with pytest.raises(KafkaException):
+            anonymous.list_topics(timeout=5)  # the embedded broker itself is secured
+    finally:
+        daemon.stop()
