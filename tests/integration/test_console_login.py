@@ -100,6 +100,9 @@ def test_an_admins_write_is_audited_under_the_users_name(daemon_dir: Path) -> No
         assert status == 200 and "preferred leaders elected" in page
         audit = daemon.wait_for("console write", action="elect-preferred-leaders")
         assert audit["user"] == "alice" and audit["client"] == "127.0.0.1"
+        # The listener's own audit line names the console user in the client id.
+        call = daemon.wait_for("admin call", api="ElectLeaders")
+        assert call["client"] == "kafkacoord-console:alice"
         refused = [e for e in daemon.events if e.get("event") == "console write refused"]
         assert [e["user"] for e in refused] == [None, "bob"]
     finally:

@@ -187,6 +187,9 @@ class RequestDispatcher:
             self._refuse(conn, header, refusal.code, refusal.message[:MESSAGE_MAX], close=False,
                          api=spec.name, reason="unauthorized")  # fmt: skip
             return
+        if spec.admin:  # the audit trail: who changed the cluster, through which client
+            log.info("admin call", api=spec.name, principal=conn.principal, peer=conn.peer,
+                     client=header.client_id)  # fmt: skip
         is_controller = spec.name in CONTROLLER_APIS
         if not is_controller and self._partitions is not None:
             problem = self._shard_problem(header.shard, parsed, self._partitions)
