@@ -85,10 +85,13 @@ def stop_py_spy(profiler: subprocess.Popen[bytes]) -> None:
     profiler.wait(60)
 
 
-def broker_for(kind: str, workdir: Path) -> EmbeddedBroker | KafkaBroker:
-    """The broker a run measures on: tansu in memory, or Apache Kafka in ``workdir``."""
+def broker_for(kind: str, workdir: Path, *, secure: bool = False) -> EmbeddedBroker | KafkaBroker:
+    """The broker a run measures on: tansu in memory, or Apache Kafka in ``workdir``
+    (``secure``: SASL_SSL with SCRAM and ACLs, Kafka only)."""
     if kind == "kafka":
-        return KafkaBroker(workdir / "kafka", log_path=workdir / "kafka.log")
+        return KafkaBroker(workdir / "kafka", log_path=workdir / "kafka.log", secure=secure)
+    if secure:
+        raise SystemExit("--secure needs --broker kafka")
     return EmbeddedBroker(log_path=workdir / "tansu.log")
 
 
@@ -99,7 +102,7 @@ def start_daemon(
     free ports, with its internal topics already created by the caller."""
     env = {
         **os.environ,
-        "KAFKACOORD_BOOTSTRAP": bootstrap,
+        "KAFKACOORD_BOOTSTRAP": str(bootstrap),
         "KAFKACOORD_DATA_DIR": str(data_dir),
         "KAFKACOORD_OFFSETS_PARTITIONS": str(shards),
         "KAFKACOORD_LOG_LEVEL": "warning",

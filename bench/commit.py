@@ -63,7 +63,7 @@ from benchlib import (
     thread_names,
 )
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from kafkacoord.client.connector import CoordinatorClient, error_of
 from kafkacoord.codecs import encode_record
@@ -71,7 +71,10 @@ from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.server.settings import Settings
-from kafkacoord.storage.clients import admin_client
+from kafkacoord.storage.clients import admin_client, base_config
+from kafkacoord.storage.kafka_broker import KafkaBroker
+from kafkacoord.storage.kafka_config import client_config_of
+from kafkacoord.storage.kafka_security import ADMIN, KAFKACOORD, properties_file
 from kafkacoord.storage.topics import ensure_topics
 from kafkacoord.wire import ResponseFrame
 from tests.appender import Appender
@@ -204,9 +207,9 @@ def native_commits(
     deadline = [0.0]
 
     def worker(k: int) -> None:
-        config = {"bootstrap.servers": bootstrap, "group.id": f"native-{protocol}-{k % GROUPS}",
+        config = {"group.id": f"native-{protocol}-{k % GROUPS}",
                   "enable.auto.commit": False, "group.protocol": protocol}  # fmt: skip
-        consumer = Consumer(config)
+        consumer = Consumer(base_config(bootstrap, f"native-{k}", **config))
         owned = [TopicPartition("events", p) for p in range(PARTITIONS)]
         if protocol == "consumer":
             consumer.subscribe(["events"])
@@ -373,9 +376,13 @@ def summarize(args: argparse.Namespace, rounds: list[dict[str, object]]) -> dict
 
 
 def run(
-    bootstrap: str, broker_pid: int, args: argparse.Namespace, data_dir: Path
+    bootstrap: str,
+    broker_pid: int,
+    args: argparse.Namespace,
+    data_dir: Path,
+    kafkacoord_config: str = "",
 ) -> dict[str, object]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin_client(bootstrap)
     for future in admin.create_topics(
         [NewTopic("events", PARTITIONS, 1), NewTopic("bench_raw", SHARDS, 1)]
     ).values():
@@ -388,7 +395,10 @@ def run(
         log_level="warning",
     )
     ensure_topics(admin_client(bootstrap), settings.topics.specs(), replication_factor=1)
-    daemon = start_daemon(bootstrap, data_dir, SHARDS)
+    config = client_config_of(bootstrap)
+    # The daemon as kafkacoord's principal; the load and the baselines as the super user.
+    extra = {} if config is None else {"KAFKACOORD_KAFKA_CONFIG": kafkacoord_config}
+    daemon = start_daemon(bootstrap, data_dir, SHARDS, **extra)
     try:
         client = CoordinatorClient(bootstrap, topic_prefix=settings.topic_prefix)
         # Wait until every shard answers.
@@ -420,15 +430,28 @@ def main() -> None:
         help="take every figure this many times, in turns; report medians and spread",
     )  # fmt: skip
     parser.add_argument(
+        "--secure", action="store_true",
+        help="Apache Kafka with SASL_SSL (SCRAM-SHA-512) and ACLs: the daemon as kafkacoord",
+    )  # fmt: skip
+    parser.add_argument(
         "--profile", metavar="PATH", help="py-spy the daemon at peak; collapsed stacks to PATH"
     )
     parser.add_argument(
         "--perf", metavar="PATH", help="Linux perf record of the daemon at peak, to PATH"
     )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, broker_for(args.broker, Path(tmp)) as broker:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        broker_for(args.broker, Path(tmp), secure=args.secure) as broker,
+    ):
         assert broker.pid is not None
-        result = run(broker.bootstrap, broker.pid, args, Path(tmp) / "node")
+        workdir = Path(tmp)
+        if isinstance(broker, KafkaBroker) and args.secure:
+            own = broker.data_dir / properties_file(KAFKACOORD)
+            result = run(broker.bootstrap_as(ADMIN), broker.pid, args, workdir / "node", str(own))
+        else:
+            result = run(broker.bootstrap, broker.pid, args, workdir / "node")
+    result["secure"] = args.secure
     print(json.dumps(result))
 
 
