@@ -158,15 +158,16 @@ def test_clients_without_credentials_are_refused(secured: KafkaBroker) -> None:
         admin_client(Bootstrap(secured.bootstrap, wrong), "wrong").list_topics(timeout=10)
 
 
+@pytest.mark.parametrize("source", ["python", "connector"])
 def test_a_views_batch_reads_the_secured_topics_as_the_user(
-    secured: KafkaBroker, daemon: DaemonProcess, tmp_path: Path
+    secured: KafkaBroker, daemon: DaemonProcess, tmp_path: Path, source: str
 ) -> None:
     from kafkacoord.spark.views import read_view
 
     warehouse = tmp_path / "warehouse"
     command = [sys.executable, "-m", "kafkacoord.spark.job", "--bootstrap", secured.bootstrap,
                "--warehouse", str(warehouse), "--prefix", PREFIX, "--available-now",
-               "--master", "local[1]", "--kafka-config",
+               "--master", "local[1]", "--source", source, "--kafka-config",
                str(secured.data_dir / "client-user.properties")]  # fmt: skip
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env,
