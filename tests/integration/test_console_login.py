@@ -14,6 +14,7 @@ import trustme
 
 from kafkacoord.console.auth import hash_password
 from tests.integration.cluster import DaemonProcess
+from tests.pki import write_pki
 
 pytestmark = pytest.mark.integration
 
@@ -112,16 +113,10 @@ def test_an_admins_write_is_audited_under_the_users_name(daemon_dir: Path) -> No
 @pytest.fixture
 def pki(tmp_path: Path) -> dict[str, str]:
     ca = trustme.CA()
-    files = {"ca": tmp_path / "ca.pem"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    for name, cert in {
+    files = write_pki(tmp_path, ca, {
         "daemon": ca.issue_cert("127.0.0.1", "localhost", common_name="daemon"),
         "console": ca.issue_cert("console.example", common_name="console"),
-    }.items():
-        files[name] = tmp_path / f"{name}.pem"
-        files[f"{name}-key"] = tmp_path / f"{name}-key.pem"
-        cert.private_key_and_cert_chain_pem.write_to_path(str(files[name]))
-        cert.private_key_pem.write_to_path(str(files[f"{name}-key"]))
+    })  # fmt: skip
     return {k: str(v) for k, v in files.items()}
 
 

@@ -35,6 +35,7 @@ from kafkacoord.coordinator.protocol.controller_api import (
 )
 from kafkacoord.storage.topics import InternalTopics
 from kafkacoord.wire import ClientTls
+from tests.pki import write_pki
 
 from .cluster import DaemonProcess, Replicas, fast_daemon_env, wait_until
 
@@ -55,18 +56,12 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A CA; the daemon's certificate (also its own client's); a node's, an app's, an admin's."""
     root = tmp_path_factory.mktemp("pki")
     ca = trustme.CA()
-    files = {"ca": root / "ca.pem"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    for name, cert in {
+    files = write_pki(root, ca, {
         "daemon": ca.issue_cert("127.0.0.1", "localhost", common_name=f"kc-{DAEMON}"),
         "node": ca.issue_cert("node.example", common_name=f"node-{NODE}"),
         "app": ca.issue_cert("app.example", common_name="app"),
         "admin": ca.issue_cert("admin.example", common_name="admin"),
-    }.items():
-        files[name] = root / f"{name}.pem"
-        files[f"{name}-key"] = root / f"{name}-key.pem"
-        cert.cert_chain_pems[0].write_to_path(str(files[name]))
-        cert.private_key_pem.write_to_path(str(files[f"{name}-key"]))
+    })  # fmt: skip
     return files
 
 

@@ -25,6 +25,7 @@ import trustme
 
 from kafkacoord.wire import Listener, ListenerLimits, ServerConnection, server_context
 from kafkacoord.wire.frames import RequestHeader, encode_request, encode_response
+from tests.pki import write_pki
 from tests.rawwire import closed_by_peer, connect, read_response
 
 pytestmark = pytest.mark.integration
@@ -338,12 +339,8 @@ def test_a_frame_sent_slowly_within_its_deadline_is_served(listen: Listen) -> No
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     root = tmp_path_factory.mktemp("tls-limits")
     ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    paths = (root / "ca.pem", root / "server.pem", root / "server-key.pem")
-    ca.cert_pem.write_to_path(str(paths[0]))
-    cert.cert_chain_pems[0].write_to_path(str(paths[1]))
-    cert.private_key_pem.write_to_path(str(paths[2]))
-    return paths
+    files = write_pki(root, ca, {"server": ca.issue_cert("127.0.0.1")})
+    return files["ca"], files["server"], files["server-key"]
 
 
 def test_a_tls_handshake_that_never_completes_is_closed_and_counted_meanwhile(

@@ -28,6 +28,7 @@ from kafkacoord.coordinator.runtime.shard import Reply, Request
 from kafkacoord.server.services.dispatch import RequestDispatcher, reject
 from kafkacoord.wire import ClientTls, Listener, ListenerLimits, server_context
 from kafkacoord.wire.frames import RequestHeader, encode_request
+from tests.pki import write_pki
 from tests.rawwire import closed_by_peer, connect, raw_call, read_response
 
 pytestmark = pytest.mark.integration
@@ -303,17 +304,11 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A CA, a server certificate for 127.0.0.1, and two client certificates."""
     root = tmp_path_factory.mktemp("pki")
     ca = trustme.CA()
-    files = {"ca": root / "ca.pem"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    for name, cert in {
+    files = write_pki(root, ca, {
         "server": ca.issue_cert("127.0.0.1", "localhost"),
         "admin": ca.issue_cert("admin.example", common_name="admin"),
         "app": ca.issue_cert("app.example", common_name="app"),
-    }.items():
-        files[name] = root / f"{name}.pem"
-        files[f"{name}-key"] = root / f"{name}-key.pem"
-        cert.cert_chain_pems[0].write_to_path(str(files[name]))
-        cert.private_key_pem.write_to_path(str(files[f"{name}-key"]))
+    })  # fmt: skip
     return files
 
 
