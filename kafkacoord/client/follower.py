@@ -99,10 +99,11 @@ class MetadataFollower:
         answers a fetch with what it lists within the wait, and on a large partition a
         short wait finds nothing (see :mod:`kafkacoord.storage.recovery`). Read on with a
         consumer whose wait is longer; True if the consumer was replaced. A tail quiet
-        at the end of the log it has reached is not stalled."""
+        at the end of the log it has reached is not stalled: that end may lie past its
+        position, by the marker that commits the controller's last transaction."""
         if silent_s < REFETCH_AFTER_S or self.patience >= len(PATIENT_FETCH_WAITS_MS):
             return False
-        if self._end_seen == self.position:
+        if self._end_seen >= self.position:
             return False
         wait_ms = PATIENT_FETCH_WAITS_MS[self.patience]
         self.patience += 1
