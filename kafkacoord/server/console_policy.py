@@ -16,7 +16,7 @@ from kafkacoord.console.auth import LoginLimiter, Sessions, Users
 from kafkacoord.console.cluster import Writer
 from kafkacoord.wire import ClientTls
 
-from .ops.hosts import is_loopback
+from .addresses import is_loopback
 from .ops.http import HttpLimits
 from .settings import Settings
 

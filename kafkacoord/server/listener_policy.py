@@ -7,31 +7,12 @@ one else reaches the listener: on loopback, or where the operator says so.
 
 from __future__ import annotations
 
-import ipaddress
-import socket
-
+from .addresses import is_loopback
 from .settings import Settings
 
 
 class ListenerSecurityError(ValueError):
     """The listener would serve node and admin calls to anyone on the network."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether every address ``host`` binds to is a loopback address."""
-    host = host.strip("[]")
-    if not host:
-        return False  # every interface
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        pass
-    try:
-        # The listener binds every address the name resolves to.
-        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except OSError:
-        return False
-    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
 
 
 def check_listener(settings: Settings) -> str | None:

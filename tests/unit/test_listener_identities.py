@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from kafkacoord.coordinator.protocol import ALL_APIS, ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as c
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.server.listener_policy import ListenerSecurityError, check_listener, is_loopback
+from kafkacoord.server.addresses import is_loopback
+from kafkacoord.server.listener_policy import ListenerSecurityError, check_listener
 from kafkacoord.server.services.authorize import Authorizer
 from kafkacoord.server.settings import Settings, load_settings
 

@@ -3,26 +3,14 @@ rebinding (a site whose name resolves to this address), so it is refused."""
 
 from __future__ import annotations
 
-import ipaddress
 import urllib.parse
 from collections.abc import Collection
 
-__all__ = ["HostCheck", "is_loopback", "is_wildcard"]
+from kafkacoord.server.addresses import is_loopback, is_wildcard
+
+__all__ = ["HostCheck"]
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-
-
-def is_wildcard(host: str) -> bool:
-    return host in ("", "0.0.0.0", "::")
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _name(host: str) -> str:

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 import pytest
 from prometheus_client import CollectorRegistry
 
+from kafkacoord.server.addresses import is_loopback
 from kafkacoord.server.ops.health import Health
-from kafkacoord.server.ops.hosts import HostCheck, is_loopback
+from kafkacoord.server.ops.hosts import HostCheck
 from kafkacoord.server.ops.http import HttpLimits, OpsServer, ops_app
 
 if TYPE_CHECKING:
