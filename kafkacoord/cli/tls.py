@@ -85,8 +85,11 @@ def init(
             {name: ids[0] for name, ids in daemons.items()}, _pairs(node, "--node"),
             admin or [], client or [],
         )  # fmt: skip
-        if not wanted:
-            fail("name at least one --daemon, --node, --admin or --client", 2)
+    except CertificateError as exc:
+        fail(str(exc), 2)
+    if not wanted:
+        fail("name at least one --daemon, --node, --admin or --client", 2)
+    try:
         written = write_certificates(directory, wanted, host or [], days)
     except (CertificateError, OSError) as exc:
         fail(str(exc))
