@@ -131,6 +131,8 @@ def write_certificates(
         ca_cert = x509.load_pem_x509_certificate(ca_cert_path.read_bytes())
         if ca_key_path.exists():
             ca = Authority.load(ca_cert_path.read_bytes(), ca_key_path.read_bytes())
+    elif ca_key_path.exists():
+        raise CertificateError(f"{ca_key_path} is there without {ca_cert_path}: restore it")
     else:
         ca = Authority.generate(CA_NAME)
         _replace(ca_key_path, key_pem(ca.key), private=True)

@@ -110,6 +110,11 @@ def test_without_the_ca_key_existing_identities_are_kept_but_none_is_issued(
     refused = _init(tmp_path, *ARGS, "--client", "new")
     assert refused.exit_code == 1
     assert "cannot issue new" in refused.output and CA_KEY in refused.output
+    # A key without its certificate is not replaced by a new CA.
+    (tmp_path / CA_DIR / CA_KEY).write_bytes(b"kept")
+    (tmp_path / CA_DIR / CA_CERT).unlink()
+    assert _init(tmp_path, *ARGS).exit_code == 1
+    assert (tmp_path / CA_DIR / CA_KEY).read_bytes() == b"kept"
 
 
 def test_a_certificate_of_another_ca_is_named_not_kept_silently(tmp_path: Path) -> None:
