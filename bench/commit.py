@@ -71,7 +71,7 @@ from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.server.settings import Settings
-from kafkacoord.storage.clients import admin_client, base_config
+from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.kafka_broker import KafkaBroker
 from kafkacoord.storage.kafka_config import client_config_of
 from kafkacoord.storage.kafka_security import ADMIN, KAFKACOORD, properties_file
@@ -209,7 +209,10 @@ def native_commits(
     def worker(k: int) -> None:
         config = {"group.id": f"native-{protocol}-{k % GROUPS}",
                   "enable.auto.commit": False, "group.protocol": protocol}  # fmt: skip
-        consumer = Consumer(base_config(bootstrap, f"native-{k}", **config))
+        # Not base_config: its Python logger would carry these consumers' log storm.
+        security = client_config_of(bootstrap)
+        consumer = Consumer({"bootstrap.servers": str(bootstrap), **config,
+                             **({} if security is None else security.librdkafka())})  # fmt: skip
         owned = [TopicPartition("events", p) for p in range(PARTITIONS)]
         if protocol == "consumer":
             consumer.subscribe(["events"])

@@ -3,12 +3,15 @@
     python examples/group_worker.py --group billing --topic events
 
 Start several: the partitions of ``events`` are shared among them with the
-cooperative-sticky assignor, and each commits what it processed.
+cooperative-sticky assignor, and each commits what it processed. Under mutual TLS
+give ``--tls-ca``, ``--tls-cert`` and ``--tls-key`` (or the ``KAFKACOORD_TLS_*``
+variables): any certificate the daemons' CA signed will do.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import threading
 from pathlib import Path
@@ -17,6 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkacoord.client import group_member
+from kafkacoord.wire import ClientTls
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -26,6 +30,23 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise
+
+
+def add_tls_options(parser: argparse.ArgumentParser) -> None:
+    """Mutual TLS to the daemons' listeners: the daemon's KAFKACOORD_TLS_* client settings."""
+    for flag, variable, what in (
+        ("--tls-ca", "KAFKACOORD_TLS_CA", "CA of the daemons' listener certificates"),
+        ("--tls-cert", "KAFKACOORD_TLS_CERT", "this process's client certificate (PEM)"),
+        ("--tls-key", "KAFKACOORD_TLS_KEY", "its private key (PEM)"),
+    ):
+        parser.add_argument(flag, default=os.environ.get(variable), help=f"{what}; ${variable}")
+
+
+def client_tls(args: argparse.Namespace) -> ClientTls | None:
+    if args.tls_ca is None:
+        return None  # the daemons' listeners speak plaintext
+    cert, key = (Path(p) if p else None for p in (args.tls_cert, args.tls_key))
+    return ClientTls(Path(args.tls_ca), cert, key)
 
 
 def main() -> None:
@@ -40,6 +61,7 @@ def main() -> None:
         default=0,
         help="create the topic on the broker with this many partitions if missing",
     )
+    add_tls_options(parser)
     args = parser.parse_args()
     bootstrap = args.bootstrap or Path("var/kafkacoord/bootstrap").read_text().strip()
     if args.partitions:
@@ -63,7 +85,7 @@ def main() -> None:
 
     member = group_member(bootstrap, args.group, [args.topic], assignors=["cooperative-sticky"],
                           on_assigned=assigned, on_revoked=revoked,
-                          topic_prefix=args.topic_prefix)  # fmt: skip
+                          topic_prefix=args.topic_prefix, tls=client_tls(args))  # fmt: skip
     member.start()
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -6,6 +6,10 @@ Run a daemon (``./dev.sh daemon``), then a few of these with different ids:
     python examples/replicated_service.py --node-id 2
     kafkacoord topics create --topic kv --partitions 6 --replication-factor 2
 
+Under mutual TLS give ``--tls-ca``, ``--tls-cert`` and ``--tls-key`` (or the
+``KAFKACOORD_TLS_*`` variables): the certificate's subject must be mapped to the node
+id in the daemons' ``node_principals``.
+
 Each process prints the partitions it leads or follows; kill one and watch the
 others take over its leaderships.
 """
@@ -13,6 +17,7 @@ others take over its leaderships.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import threading
 from pathlib import Path
@@ -20,6 +25,7 @@ from pathlib import Path
 from kafkacoord.client.agent import NodeAgent
 from kafkacoord.client.errors import RequestError
 from kafkacoord.codecs.models import PartitionValue
+from kafkacoord.wire import ClientTls
 
 
 class KeyValueShards:
@@ -41,12 +47,30 @@ class KeyValueShards:
         print(f"stopped   {topic}-{partition}{' (deleted)' if deleted else ''}", flush=True)
 
 
+def add_tls_options(parser: argparse.ArgumentParser) -> None:
+    """Mutual TLS to the daemons' listeners: the daemon's KAFKACOORD_TLS_* client settings."""
+    for flag, variable, what in (
+        ("--tls-ca", "KAFKACOORD_TLS_CA", "CA of the daemons' listener certificates"),
+        ("--tls-cert", "KAFKACOORD_TLS_CERT", "this process's client certificate (PEM)"),
+        ("--tls-key", "KAFKACOORD_TLS_KEY", "its private key (PEM)"),
+    ):
+        parser.add_argument(flag, default=os.environ.get(variable), help=f"{what}; ${variable}")
+
+
+def client_tls(args: argparse.Namespace) -> ClientTls | None:
+    if args.tls_ca is None:
+        return None  # the daemons' listeners speak plaintext
+    cert, key = (Path(p) if p else None for p in (args.tls_cert, args.tls_key))
+    return ClientTls(Path(args.tls_ca), cert, key)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--node-id", type=int, required=True)
     parser.add_argument("--rack")
     parser.add_argument("--bootstrap", help="default: the local daemon's embedded broker")
     parser.add_argument("--topic-prefix", default="__kc_", help="the daemon's topic_prefix")
+    add_tls_options(parser)
     args = parser.parse_args()
     bootstrap = args.bootstrap or Path("var/kafkacoord/bootstrap").read_text().strip()
     shards = KeyValueShards()
@@ -56,6 +80,7 @@ def main() -> None:
         handler=shards,
         rack=args.rack,
         topic_prefix=args.topic_prefix,
+        tls=client_tls(args),
     )
     shards.agent = agent
     agent.start()

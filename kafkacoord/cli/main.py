@@ -20,6 +20,7 @@ from kafkacoord.cli import (
     reassign,
     rebalance,
     status,
+    tls,
     topics,
 )
 from kafkacoord.server.settings import load_settings
@@ -111,6 +112,7 @@ app.command("shutdown-node")(leaders.shutdown_node)
 app.add_typer(groups.groups_app, name="groups")
 app.add_typer(console.console_app, name="console")
 app.command("acls")(acls.acls)
+app.add_typer(tls.tls_app, name="tls")
 status.register(app)
 
 

