@@ -6,8 +6,9 @@ partitions on a timer; the ring lives in the daemon, so reloading a page loses n
 (:mod:`kafkacoord.spark.burrow`, the one the ``lag_status`` view uses). The console sees
 offsets only by polling them, so its window's commits are the changes of the committed
 offset, each at the sample that first saw it, with the lag then; its broker offsets are
-the window's last sampled end offsets. A consumer that commits the same offset again
-cannot be told from one that stopped committing: it shows STOP, never STALL.
+the last ``window`` sampled end offsets, and "now" is the group's newest sample. A
+consumer that commits the same offset again cannot be told from one that stopped
+committing: both are STOP (STALL only for a lone commit excused from STOP).
 """
 
 from __future__ import annotations
