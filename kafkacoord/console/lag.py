@@ -2,37 +2,27 @@
 
 The daemon samples every group's committed offsets and the log end offsets of their
 partitions on a timer; the ring lives in the daemon, so reloading a page loses nothing.
-:func:`partition_status` judges a partition's window the way Burrow's evaluator does:
-
-- ``OK``: the consumer is caught up at some sample, or its lag is not growing;
-- ``WARN``: it commits, but the lag grew at every sample of the window;
-- ``STALL``: it stopped committing while there is lag and the log end moves on;
-- ``STOP``: no commit over the window and the log did not move either, but lag remains.
-
-The worst partition status is the group's.
+:func:`partition_status` judges a partition with Burrow's evaluator
+(:mod:`kafkacoord.spark.burrow`, the one the ``lag_status`` view uses). The console sees
+offsets only by polling them, so its window's commits are the changes of the committed
+offset, each at the sample that first saw it, with the lag then; its broker offsets are
+the last ``window`` sampled end offsets, and "now" is the group's newest sample. A
+consumer that commits the same offset again cannot be told from one that stopped
+committing: both are STOP (STALL only for a lone commit excused from STOP).
 """
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import IntEnum
 
-__all__ = ["LagHistory", "LagSample", "Status", "group_status", "partition_status"]
+from kafkacoord.spark.burrow import Commit, Rules, Status, evaluate, group_status
+
+__all__ = ["LagHistory", "LagSample", "Status", "commits", "partition_status"]
 
 TP = tuple[str, int]
-
-
-class Status(IntEnum):
-    """Ordered by severity: a group shows its worst partition's."""
-
-    OK = 0
-    WARN = 1
-    STOP = 2
-    STALL = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,30 +36,31 @@ class LagSample:
         return max(0, self.end - self.committed)
 
 
-def partition_status(window: Iterable[LagSample]) -> Status:
-    samples = list(window)
-    if len(samples) < 2 or any(s.lag == 0 for s in samples):
+def commits(samples: Iterable[LagSample]) -> list[Commit]:
+    """The committed offset's changes, oldest first, each when first seen, with its lag."""
+    seen: list[Commit] = []
+    for s in samples:
+        if not seen or seen[-1].offset != s.committed:
+            seen.append(Commit(s.committed, s.at_ms, s.lag))
+    return seen
+
+
+def partition_status(samples: Sequence[LagSample], now_ms: int, rules: Rules) -> Status:
+    """Burrow's status of one partition's samples (oldest first); OK with none."""
+    if not samples:
         return Status.OK
-    first, last = samples[0], samples[-1]
-    if last.committed == first.committed:
-        return Status.STALL if last.end > first.end else Status.STOP
-    lags = [s.lag for s in samples]
-    if all(b > a for a, b in itertools.pairwise(lags)):
-        return Status.WARN
-    return Status.OK
-
-
-def group_status(windows: Mapping[TP, Iterable[LagSample]]) -> Status:
-    return max((partition_status(w) for w in windows.values()), default=Status.OK)
+    window = commits(samples)[-rules.intervals :]
+    ends = [s.end for s in samples[-rules.intervals :]]
+    return evaluate(window, samples[-1].lag, now_ms, ends, rules)
 
 
 class LagHistory:
     """The last ``samples`` samples of each (group, topic, partition); thread-safe."""
 
-    def __init__(self, samples: int = 720, window: int = 10) -> None:
+    def __init__(self, samples: int = 720, window: int = 10, allowed_lag: int = 0) -> None:
         self.samples = samples
-        # How many of the newest samples the status judges (Burrow's window).
-        self.window = window
+        # Burrow's window (commits and end offsets judged) and allowed-lag.
+        self.rules = Rules(allowed_lag=allowed_lag, intervals=window)
         self._rings: dict[str, dict[TP, deque[LagSample]]] = {}
         self._lock = threading.Lock()
 
@@ -100,10 +91,14 @@ class LagHistory:
         with self._lock:
             return {tp: list(ring) for tp, ring in self._rings.get(group, {}).items()}
 
-    def status(self, group: str) -> tuple[Status, dict[TP, Status]]:
+    def status(self, group: str, now_ms: int | None = None) -> tuple[Status, dict[TP, Status]]:
+        """Burrow's group status (OK, WARN or ERR) and each partition's, as of ``now_ms``
+        (default: the group's newest sample, the instant the ring describes)."""
         series = self.series(group)
-        per = {tp: partition_status(s[-self.window :]) for tp, s in series.items()}
-        return max(per.values(), default=Status.OK), per
+        if now_ms is None:
+            now_ms = max((s[-1].at_ms for s in series.values() if s), default=0)
+        per = {tp: partition_status(s, now_ms, self.rules) for tp, s in series.items()}
+        return group_status(per.values()), per
 
     def total(self, group: str) -> list[tuple[int, int]]:
         """(time, summed lag) per sampling instant, oldest first: the chart's line."""

@@ -213,7 +213,8 @@ class Daemon:
         self._console = ClusterAccess(
             bootstrap, s.topics, offsets_partitions=s.offsets_partitions, tls=s.client_tls(),
             client_id=f"kafkacoord-{s.node_id}-console", writer=policy.writer,
-            lag=LagHistory(s.console_lag_samples), lag_interval_s=s.console_lag_interval_ms / 1000,
+            lag=LagHistory(s.console_lag_samples, allowed_lag=s.allowed_lag),
+            lag_interval_s=s.console_lag_interval_ms / 1000,
         ).start()  # fmt: skip
         console = Console(self._console, writes=policy.writer is not None,
                           read_only_reason=policy.read_only_reason, auth=policy.auth,

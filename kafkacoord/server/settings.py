@@ -227,6 +227,9 @@ class Settings(BaseSettings):
     console_lag_samples: int = Field(
         720, ge=2, le=100_000, description="Lag samples kept per group partition (a ring)."
     )
+    allowed_lag: int = Field(
+        0, ge=0, description="The console's lag status: a lag this small counts as none."
+    )
     console_warehouse: Path | None = Field(
         None,
         description="A views warehouse (kafkacoord views run): the console's /history reads "

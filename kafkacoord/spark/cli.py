@@ -75,6 +75,12 @@ def run(
     lag_interval: Annotated[
         float, typer.Option(min=0.1, help="Seconds between log-end-offset samples (lag).")
     ] = 5.0,
+    allowed_lag: Annotated[
+        int,
+        typer.Option(
+            min=0, help="lag_status: a lag at most this counts as none (Burrow's allowed-lag)."
+        ),
+    ] = 0,
     lag_history_resolution: Annotated[
         float,
         typer.Option(
@@ -138,6 +144,7 @@ def run(
         max_records_per_batch=max_records_per_batch,
         retention_ms=retention_minutes * 60_000,
         lag_interval_s=lag_interval,
+        allowed_lag=allowed_lag,
         lag_history_resolution_s=lag_history_resolution,
         checkpoint=checkpoint,
         source=Source(source.value),

@@ -46,6 +46,8 @@ class RunConfig:
     retention_ms: int = DEFAULT_RETENTION_MS
     imbalance_percent: float = DEFAULT_IMBALANCE_PERCENT
     lag_interval_s: float = 5.0
+    # Burrow's allowed-lag for lag_status: a lag at most this counts as none.
+    allowed_lag: int = 0
     # lag_history: one row per group partition and bucket, kept for retention_ms.
     lag_history_resolution_s: float = 60.0
     checkpoint: str | None = None
@@ -86,6 +88,7 @@ class RunConfig:
             "retention_ms": self.retention_ms,
             "imbalance_percent": self.imbalance_percent,
             "window": WINDOW,
+            "allowed_lag": self.allowed_lag,
             "prefix": self.prefix,
         }
 

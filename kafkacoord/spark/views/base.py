@@ -29,6 +29,8 @@ class Context:
     min_distance_ms: int = DEFAULT_MIN_DISTANCE_MS
     sample_gap_ms: int = DEFAULT_SAMPLE_GAP_MS
     window: int = 10
+    # Burrow's allowed-lag: a lag at most this counts as none.
+    allowed_lag: int = 0
 
     @classmethod
     def of(cls, settings: dict[str, Any], now_ms: int | None = None, **overrides: Any) -> Context:

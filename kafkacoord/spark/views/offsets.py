@@ -9,7 +9,18 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 import pyarrow as pa
 
-from ..burrow import Commit, Status, evaluate, lag_at, thin, worst
+from ..burrow import (
+    Commit,
+    Rules,
+    Status,
+    complete,
+    evaluate,
+    group_complete,
+    group_status,
+    lag_at,
+    thin,
+    worst,
+)
 from ..lag_history import LAG_SAMPLES
 from ..tables import END_OFFSETS
 from .base import Context, Snapshot, ms_to_time, to_table
@@ -57,6 +68,7 @@ LAG_STATUS: Final = pa.schema(
         ("current_lag", pa.int64()),
         ("window_commits", pa.int32()),
         ("complete", pa.float64()),
+        ("group_complete", pa.float64()),
         ("window_start_offset", pa.int64()),
         ("window_end_offset", pa.int64()),
         ("window_start", TS),
@@ -163,11 +175,15 @@ def lag_status(snap: Snapshot, ctx: Context) -> pa.Table:
     live = visible_offsets(snap, ctx, windows=True)
     if live.empty:
         return LAG_STATUS.empty_table()
+    rules = Rules(allowed_lag=ctx.allowed_lag, intervals=ctx.window)
     rows = []
     for row in live.itertuples(index=False):
-        window = _window(row.window, _samples(row.history), ctx)
+        samples = _samples(row.history)
+        window = _window(row.window, samples, ctx)
         current_lag = None if pd.isna(row.lag) else int(row.lag)
-        status = evaluate(window, current_lag, ctx.now_ms)
+        # Burrow's broker offsets: the newest end offsets, one window's worth.
+        broker_offsets = [end for _, end in samples[-ctx.window :]]
+        status = evaluate(window, current_lag, ctx.now_ms, broker_offsets, rules)
         rows.append(
             {
                 "group": row.group,
@@ -177,7 +193,7 @@ def lag_status(snap: Snapshot, ctx: Context) -> pa.Table:
                 "current_offset": row.offset,
                 "current_lag": current_lag,
                 "window_commits": len(window),
-                "complete": min(1.0, len(window) / ctx.window),
+                "complete": complete(window, rules),
                 "window_start_offset": window[0].offset if window else None,
                 "window_end_offset": window[-1].offset if window else None,
                 "window_start": window[0].timestamp_ms if window else None,
@@ -185,11 +201,14 @@ def lag_status(snap: Snapshot, ctx: Context) -> pa.Table:
             }
         )
     frame = pd.DataFrame(rows)
-    worst_by_group = frame.groupby("group")["status"].agg(worst)
-    frame["group_worst"] = frame["group"].map(worst_by_group)
-    frame["group_status"] = frame["group_worst"].map(lambda s: s.group_status)
-    frame["group_worst"] = frame["group_worst"].map(lambda s: s.value)
-    frame["status"] = frame["status"].map(lambda s: s.value)
+    by_group = frame.groupby("group")
+    frame["group_worst"] = frame["group"].map(by_group["status"].agg(worst))
+    frame["group_status"] = frame["group"].map(by_group["status"].agg(group_status))
+    frame["group_complete"] = frame["group"].map(
+        by_group["complete"].agg(lambda c: group_complete(list(c)))
+    )
+    for column in ("status", "group_worst", "group_status"):
+        frame[column] = frame[column].map(lambda s: s.value)
     for column in ("current_lag", "window_start_offset", "window_end_offset"):
         frame[column] = frame[column].astype("Int64")
     frame["window_start"] = ms_to_time(frame["window_start"])

@@ -68,3 +68,8 @@ def test_trigger_intervals() -> None:
     assert trigger_interval("500ms") == "500 milliseconds"
     assert trigger_interval("2m") == "120000 milliseconds"
     assert trigger_interval("3") == "3000 milliseconds"
+
+
+def test_allowed_lag_must_not_be_negative() -> None:
+    result = runner.invoke(views_app, ["run", "--bootstrap", "x:1", "--allowed-lag", "-1"])
+    assert result.exit_code == 2 and "allowed-lag" in result.output

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkacoord.spark.assignment import encode_assignment
+from kafkacoord.spark.tables import schemas
 from kafkacoord.spark.views import read_view
 
 from .warehouse_rows import (
@@ -95,7 +96,8 @@ def test_lag_status_applies_burrow_to_the_window(tmp_path: Path) -> None:
         # Keeping up: caught up once in the window: OK.
         commit("g", "orders", 1, 190, window=window((110, NOW - 9_000), (150, NOW - 5_000),
                                                     (190, NOW - 1_000))),
-        commit("h", "orders", 1, 150, window=window((150, NOW - 1_000))),
+        # One commit a second ago, below every sampled end offset since: stopped.
+        commit("h", "orders", 1, 90, window=window((90, NOW - 1_000))),
     ])  # fmt: skip
     put(wh, "end_offsets", ("topic", "partition"), [
         {"topic": "orders", "partition": p, "log_end_offset": 200, "sampled_ms": NOW,
@@ -108,8 +110,17 @@ def test_lag_status_applies_burrow_to_the_window(tmp_path: Path) -> None:
     assert got[("g", 1)]["status"] == "OK"
     assert got[("g", 1)]["group_worst"] == "STALL" and got[("g", 1)]["group_status"] == "ERR"
     assert got[("g", 0)]["window_commits"] == 3
-    # One commit a second ago, nothing since, with lag: Burrow calls that stopped.
-    assert got[("h", 1)]["status"] == "STOP"
+    assert got[("g", 0)]["complete"] == 0.3 and got[("g", 0)]["group_complete"] == 0.0
+    assert got[("h", 1)]["status"] == "STOP" and got[("h", 1)]["group_status"] == "ERR"
+    # Burrow's allowed-lag: a current lag of 150 within it is OK; the settings the job
+    # recorded in the manifest apply when the view is read.
+    allowed = {(r["group"], r["partition"]): r for r in rows(wh, "lag_status", allowed_lag=150)}
+    assert allowed[("g", 0)]["status"] == "OK" and allowed[("g", 0)]["group_status"] == "OK"
+    assert allowed[("h", 1)]["status"] == "OK"  # its lag of 110 too
+    wh.commit({}, schemas(), settings={"allowed_lag": 150, "window": 3})
+    recorded = {(r["group"], r["partition"]): r for r in rows(wh, "lag_status")}
+    assert recorded[("g", 0)]["status"] == "OK"
+    assert recorded[("g", 0)]["complete"] == 1.0 and recorded[("g", 0)]["group_complete"] == 1.0
 
 
 def test_partitions_and_brokers(tmp_path: Path) -> None:
