@@ -1,21 +1,17 @@
 """What the console reads and writes, through the same clients as the CLI.
 
 :class:`ClusterAccess` owns a live metadata image, a group admin, a controller admin
-and an end-offset probe. A sampler thread records every group's lag into a
-:class:`~.lag.LagHistory` on a timer. Writes are the CLI's admin calls, so they fail
+and an end-offset probe, and reads the lag from the daemon's :class:`~.lag.LagHistory`
+(:class:`~.sampler.LagSampler` fills it). Writes are the CLI's admin calls, so they fail
 with the CLI's errors.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 
-import structlog
-
 from kafkacoord.client.admin import ControllerAdmin
-from kafkacoord.client.errors import RequestError
 from kafkacoord.client.group_admin import GroupAdmin
 from kafkacoord.client.offset_reset import ResetMode, reset_plan
 from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
@@ -29,8 +25,6 @@ from kafkacoord.wire import ClientTls
 
 from .lag import LagHistory
 from .live import LiveMetadata
-
-log = structlog.get_logger(__name__)
 
 __all__ = ["ClusterAccess", "GroupView", "ResetResult", "Writer", "WritesOffError"]
 
@@ -68,7 +62,7 @@ class ResetResult:
 
 
 class ClusterAccess:
-    """The console's clients, and the lag sampler."""
+    """The console's clients, and the lag history it shows."""
 
     def __init__(
         self,
@@ -79,7 +73,6 @@ class ClusterAccess:
         tls: ClientTls | None = None,
         client_id: str = "kafkacoord-console",
         lag: LagHistory | None = None,
-        lag_interval_s: float = 5.0,
         timeout_s: float = 10.0,
         writer: Writer | None = None,
     ) -> None:
@@ -104,13 +97,6 @@ class ClusterAccess:
         self.lag = lag or LagHistory()
         self._probe = EndOffsetProbe(bootstrap, client_id=f"{client_id}-ends", timeout_s=timeout_s)
         self._probe_lock = threading.Lock()
-        self._interval_s = lag_interval_s
-        self._closing = threading.Event()
-        self._sampler = threading.Thread(target=self._sample_loop, name="console-lag", daemon=True)
-
-    def start(self) -> ClusterAccess:
-        self._sampler.start()
-        return self
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -137,31 +123,6 @@ class ClusterAccess:
         except StorageError as exc:
             return GroupView(described, committed, {}, f"log end offsets unavailable: {exc}")
         return GroupView(described, committed, ends)
-
-    # -- lag sampling --------------------------------------------------------------------
-
-    def sample_once(self) -> int:
-        """Record one lag sample of every group; the number of groups sampled."""
-        now_ms = int(time.time() * 1000)
-        groups = self.list_groups()
-        committed = {grp.group_id: self.committed(grp.group_id) for grp in groups}
-        partitions = sorted({tp for offsets in committed.values() for tp in offsets})
-        ends = self.ends(partitions)
-        for group, offsets in committed.items():
-            self.lag.record(group, now_ms, offsets, ends)
-        self.lag.forget(committed)
-        return len(groups)
-
-    def _sample_loop(self) -> None:
-        while not self._closing.is_set():
-            try:
-                self.sample_once()
-            except (RequestError, StorageError, TimeoutError) as exc:
-                log.debug("lag sample skipped", error=str(exc))
-            except Exception:
-                if not self._closing.is_set():  # closed under it: nothing to report
-                    log.exception("lag sample failed")
-            self._closing.wait(self._interval_s)
 
     # -- writes (the CLI's admin calls) --------------------------------------------------
 
@@ -212,11 +173,6 @@ class ClusterAccess:
         return result
 
     def close(self) -> None:
-        self._closing.set()
-        if self._sampler.is_alive():
-            # A sample waits on routes that a stopping daemon no longer offers (up to its
-            # timeout): the daemon's stop does not wait for it beyond a second.
-            self._sampler.join(timeout=1)
         self.metadata.close()
         self.groups.close()
         if self._write_groups is not None:

@@ -87,6 +87,10 @@ class LagHistory:
             for group in set(self._rings) - keep:
                 del self._rings[group]
 
+    def groups(self) -> list[str]:
+        with self._lock:
+            return sorted(self._rings)
+
     def series(self, group: str) -> dict[TP, list[LagSample]]:
         with self._lock:
             return {tp: list(ring) for tp, ring in self._rings.get(group, {}).items()}

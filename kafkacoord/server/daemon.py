@@ -20,7 +20,6 @@ from kafkacoord.client.errors import RequestError
 from kafkacoord.client.routes import LISTENER_ENDPOINT
 from kafkacoord.console.app import Console
 from kafkacoord.console.cluster import ClusterAccess
-from kafkacoord.console.lag import LagHistory
 from kafkacoord.coordinator.controller.config import COORDINATOR_ROLE
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.runtime.processor import LoopProcessor
@@ -28,6 +27,7 @@ from kafkacoord.coordinator.runtime.shard import Request
 from kafkacoord.gc_pause import raise_young_threshold
 from kafkacoord.server import embedded
 from kafkacoord.server.console_policy import console_http_limits, console_policy
+from kafkacoord.server.lag_service import LagService
 from kafkacoord.server.listener_policy import check_listener
 from kafkacoord.server.ops import OpsService, StatusSource
 from kafkacoord.server.services.controller import ControllerService
@@ -123,6 +123,11 @@ class Daemon:
         )
         self.ops = OpsService(status, loads=lambda: self.state.loads)
         self._console: ClusterAccess | None = None
+        self._lag = LagService(
+            settings,
+            self.ops.lag,
+            lambda shard: self.groups is not None and self.groups.leads(shard),
+        )
 
     def run(self) -> int:
         """Start, serve until SIGINT/SIGTERM, stop. Returns the process exit code."""
@@ -203,9 +208,12 @@ class Daemon:
         behind a login (kafkacoord/server/console_policy.py decides who may do what)."""
         s = self.settings
         server = self.ops.server
-        if not s.console or server is None:
+        if server is None:
             return
         self._stop_console()  # a rebuild starts it again
+        history = self._lag.start(bootstrap)  # the lag metrics need it, console or not
+        if not s.console:
+            return
         policy = console_policy(s)
         if policy.refusal is not None:
             log.error("console not served", reason=policy.refusal, host=s.metrics_host)
@@ -213,9 +221,8 @@ class Daemon:
         self._console = ClusterAccess(
             bootstrap, s.topics, offsets_partitions=s.offsets_partitions, tls=s.client_tls(),
             client_id=f"kafkacoord-{s.node_id}-console", writer=policy.writer,
-            lag=LagHistory(s.console_lag_samples, allowed_lag=s.allowed_lag),
-            lag_interval_s=s.console_lag_interval_ms / 1000,
-        ).start()  # fmt: skip
+            lag=history,
+        )  # fmt: skip
         console = Console(self._console, writes=policy.writer is not None,
                           read_only_reason=policy.read_only_reason, auth=policy.auth,
                           warehouse=s.console_warehouse)  # fmt: skip
@@ -229,6 +236,7 @@ class Daemon:
         if self._console is not None:
             self._console.close()
             self._console = None
+        self._lag.close()
 
     def _start_listener(self) -> None:
         s = self.settings

@@ -222,13 +222,22 @@ class Settings(BaseSettings):
         "leaders. Under mutual TLS the writes need console_tls_cert.",
     )
     console_lag_interval_ms: int = Field(
-        5000, ge=100, description="How often the console samples every group's lag."
+        5000,
+        ge=100,
+        description="How often the daemon samples every group's lag (the "
+        "console's charts and the lag metrics).",
     )
     console_lag_samples: int = Field(
         720, ge=2, le=100_000, description="Lag samples kept per group partition (a ring)."
     )
     allowed_lag: int = Field(
         0, ge=0, description="The console's lag status: a lag this small counts as none."
+    )
+    lag_metrics_max_partitions: int = Field(
+        10_000,
+        ge=0,
+        description="At most this many kafkacoord_partition_lag series; the "
+        "rest are counted in kafkacoord_partition_lag_dropped.",
     )
     console_warehouse: Path | None = Field(
         None,

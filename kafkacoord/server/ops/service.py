@@ -26,6 +26,7 @@ from .collectors import (
 from .health import Health, evaluate
 from .hosts import HostCheck
 from .http import HttpLimits, OpsServer, ops_app
+from .lag_metrics import LagCollector
 from .observer import PrometheusObserver
 from .probe import BrokerProbe
 from .status import DaemonStatus, StatusSource
@@ -50,6 +51,8 @@ class OpsService:
         self._console: WSGIApplication | None = None
         self.registry.register(StatusCollector(self.source.read))
         self.registry.register(RecoveryCollector(loads))
+        self.lag = LagCollector()  # the daemon's lag sampler updates it
+        self.registry.register(self.lag)
         counts = poison_counts if poison_counts is not None else poison_counts_source()
         if counts is not None:
             self.registry.register(PoisonCollector(counts))

@@ -121,6 +121,12 @@ class GroupService:
         for host in hosts:
             host.call_soon(_topics_event(image))
 
+    def leads(self, partition: int) -> bool:
+        """This daemon leads the shard and serves it now."""
+        with self._lock:
+            host = self.hosts.get(partition)
+        return host is not None and host.state is HostState.ACTIVE
+
     # -- placement callbacks (from this daemon's node agent) ---------------------------
 
     def on_become_leader(self, topic: str, partition: int, state: PartitionValue) -> None:
