@@ -231,7 +231,7 @@ class Settings(BaseSettings):
         720, ge=2, le=100_000, description="Lag samples kept per group partition (a ring)."
     )
     allowed_lag: int = Field(
-        0, ge=0, description="The console's lag status: a lag this small counts as none."
+        0, ge=0, description="Lag status (console, metrics): a lag this small counts as none."
     )
     lag_metrics_max_partitions: int = Field(
         10_000,
