@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from confluent_kafka import Consumer, TopicPartition
@@ -14,10 +14,13 @@ from confluent_kafka import Consumer, TopicPartition
 from kafkacoord.cli.common import (
     BootstrapOption,
     ConfigOption,
+    ExitCode,
     KafkaConfigOption,
+    exit_code,
     fail,
     resolve_settings,
 )
+from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
 from kafkacoord.cli.render import table
 from kafkacoord.client import GroupAdmin
 from kafkacoord.client.classic_member import broker_partition_counts
@@ -27,6 +30,7 @@ from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.storage.clients import base_config
+from kafkacoord.storage.errors import StorageError
 from kafkacoord.storage.watermarks import EndOffsetProbe, log_end_offsets
 
 groups_app = typer.Typer(
@@ -51,7 +55,9 @@ def group_session(
         ) as admin:
             yield admin, servers
     except RequestError as exc:
-        fail(str(exc))
+        fail(str(exc), exit_code(exc.code))
+    except (TimeoutError, StorageError) as exc:
+        fail(str(exc), ExitCode.UNREACHABLE)
 
 
 @groups_app.command("list")
@@ -62,6 +68,7 @@ def groups_list(
     group_type: Annotated[
         bool, typer.Option("--type", help="Show each group's type (Classic or Consumer).")
     ] = False,
+    output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
@@ -69,6 +76,12 @@ def groups_list(
     """List groups (with --state, their states too; with --type, their types)."""
     with group_session(config, bootstrap, kafka_config) as (admin, _):
         groups = admin.list_groups(state or ())
+    if output is OutputFormat.json:
+        print_json({"groups": [
+            {"group_id": gr.group_id, "type": gr.group_type.capitalize(), "state": gr.state}
+            for gr in groups
+        ]})  # fmt: skip
+        return
     if not state and not group_type:
         for group in groups:
             typer.echo(group.group_id)
@@ -91,19 +104,24 @@ def groups_describe(
     verbose: Annotated[
         bool, typer.Option("--verbose", help="With --members: assignments.")
     ] = False,
+    output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
-    """Describe a group with kafka-consumer-groups' columns."""
+    """Describe a group with kafka-consumer-groups' columns (as JSON: state, members and
+    offsets in one document, whatever the flags)."""
     with group_session(config, bootstrap, kafka_config) as (admin, servers):
+        if output is OutputFormat.json:
+            print_json(_group_document(admin, servers, group))
+            return
         [consumer] = admin.describe_consumer_groups([group])
         if consumer.error is ErrorCode.NONE and (state or members):
             _describe_consumer_group(consumer, admin.channel.shard_of(group), members, verbose)
             return
         [described] = admin.describe_groups([group])
         if described.error is not ErrorCode.NONE or described.state == "Dead":
-            fail(f"Consumer group '{group}' does not exist.")
+            fail(f"Consumer group '{group}' does not exist.", ExitCode.NOT_FOUND)
         committed = admin.committed(group) if not (members or state) else {}
         shard = admin.channel.shard_of(group)
     rows: list[tuple[str, ...]]
@@ -212,6 +230,63 @@ def _describe_consumer_group(
     _print(rows)
 
 
+def _group_document(admin: GroupAdmin, servers: str, group: str) -> dict[str, Any]:
+    """``groups describe --output json``: the group, its members and its offsets."""
+    [consumer] = admin.describe_consumer_groups([group])
+    document: dict[str, Any] = {"group": group, "coordinator_shard": admin.channel.shard_of(group)}
+    members: list[dict[str, Any]] = []
+    if consumer.error is ErrorCode.NONE and consumer.state != "Dead":
+        document.update(type="Consumer", state=consumer.state,
+                        assignment_strategy=consumer.assignor_name,
+                        group_epoch=consumer.group_epoch,
+                        assignment_epoch=consumer.assignment_epoch)  # fmt: skip
+        for m in consumer.members:
+            members.append({
+                "member_id": m.member_id, "group_instance_id": m.instance_id,
+                "client_id": m.client_id, "host": m.client_host,
+                "assignment": _pairs(m.assignment), "member_epoch": m.member_epoch,
+                "member_state": m.state, "target_assignment": _pairs(m.target_assignment),
+            })  # fmt: skip
+    else:
+        [described] = admin.describe_groups([group])
+        if described.error is not ErrorCode.NONE or described.state == "Dead":
+            fail(f"Consumer group '{group}' does not exist.", ExitCode.NOT_FOUND)
+        document.update(type="Classic", state=described.state,
+                        assignment_strategy=described.protocol or None,
+                        group_epoch=None, assignment_epoch=None)  # fmt: skip
+        for dm in described.members:
+            members.append({
+                "member_id": dm.member_id, "group_instance_id": dm.group_instance_id,
+                "client_id": dm.client_id, "host": dm.client_host,
+                "assignment": [{"topic": t, "partition": p}
+                               for t, p in assigned_partitions(dm.assignment)],
+                "member_epoch": None, "member_state": None, "target_assignment": None,
+            })  # fmt: skip
+    document["members"] = members
+    owners = {(a["topic"], a["partition"]): m for m in members for a in m["assignment"]}
+    committed = admin.committed(group)
+    partitions = sorted(set(committed) | set(owners))
+    ends = log_end_offsets(servers, partitions) if partitions else {}
+    offsets = []
+    for tp in partitions:
+        current = committed[tp].offset if tp in committed else None
+        end = ends.get(tp)
+        owner = owners.get(tp)
+        offsets.append({
+            "topic": tp[0], "partition": tp[1], "current_offset": current,
+            "log_end_offset": end,
+            "lag": None if current is None or end is None else max(end - current, 0),
+            "consumer_id": owner and owner["member_id"], "host": owner and owner["host"],
+            "client_id": owner and owner["client_id"],
+        })  # fmt: skip
+    document["offsets"] = offsets
+    return document
+
+
+def _pairs(assignment: list[g.HeartbeatTopicPartitions]) -> list[dict[str, Any]]:
+    return [{"topic": a.topic, "partition": p} for a in assignment for p in a.partitions]
+
+
 def _render(assignment: list[g.HeartbeatTopicPartitions]) -> str:
     return ",".join(f"{a.topic}:{p}" for a in assignment for p in a.partitions) or "-"
 
@@ -232,7 +307,7 @@ def groups_delete(
     with group_session(config, bootstrap, kafka_config) as (admin, _):
         result = admin.delete_groups([group])[group]
     if result is not ErrorCode.NONE:
-        fail(f"Deletion of group '{group}' failed: {result.name}")
+        fail(f"Deletion of group '{group}' failed: {result.name}", exit_code(result))
     typer.echo(f"Deletion of requested consumer groups ('{group}') was successful.")
 
 
