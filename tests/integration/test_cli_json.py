@@ -23,6 +23,7 @@ from kafkacoord.cli.common import ExitCode
 from kafkacoord.client import ClassicProtocolMember
 from kafkacoord.client.admin import read_metadata
 from kafkacoord.client.agent import NodeAgent
+from kafkacoord.client.consumer_member import ConsumerProtocolMember
 from kafkacoord.storage.topics import InternalTopics
 
 from .cluster import DaemonProcess, Replicas, fast_daemon_env, start_daemon, wait_until
@@ -193,6 +194,33 @@ def test_every_state_command_answers_json_matching_its_schema(
         assert json.loads(run(env, "status", "--json"))["groups"]["total_lag"] == 3
     finally:
         member.close()
+
+    # A KIP-848 group: its epochs, and each member's epoch, state and target.
+    kip848 = f"{prefix}kip848"
+    consumer = ConsumerProtocolMember(bootstrap, kip848, [topic], topic_prefix=prefix,
+                                      offsets_partitions=SHARDS).start()  # fmt: skip
+    try:
+        assert consumer.wait_assigned(60)
+        consumer.commit({(topic, 1): 2})
+
+        def reconciled() -> dict[str, Any] | None:
+            found = answer(env, "groups-describe", "groups", "describe", "-g", kip848)
+            members = found["members"]
+            whole = len(members) == 1 and len(members[0]["assignment"]) == len(EVENTS)
+            return found if whole and found["offsets"] else None
+
+        described = wait_until(reconciled, timeout_s=60, what="the member holds everything")
+        assert (described["type"], described["state"]) == ("Consumer", "Stable")
+        assert described["group_epoch"] >= 1 and described["assignment_epoch"] >= 1
+        [joined] = described["members"]
+        assert joined["member_epoch"] >= 1 and joined["member_state"] == "STABLE"
+        assert sorted(joined["target_assignment"], key=lambda a: a["partition"]) == [
+            {"topic": topic, "partition": p} for p in sorted(EVENTS)]  # fmt: skip
+        [committed] = [o for o in described["offsets"] if o["current_offset"] is not None]
+        assert (committed["partition"], committed["lag"]) == (1, 5 - 2)
+    finally:
+        consumer.close()
+
     planned = json.loads(run(env, "rebalance", "plan", "--output", "json"))
     assert planned == json.loads(run(env, "rebalance", "plan", "--json"))
 
@@ -210,6 +238,13 @@ def test_exit_codes_say_what_went_wrong(daemon: None, env: dict[str, str]) -> No
     run(env, "elect-leaders", "--election-type", "fastest", "--all-topic-partitions",
         code=ExitCode.USAGE)  # fmt: skip
     run(env, "topics", "list", "--output", "yaml", code=ExitCode.USAGE)
+
+
+def test_no_daemon_is_unreachable(bootstrap: str, prefix: str) -> None:
+    # The broker answers, but no daemon does: the request times out (30 s).
+    env = {"KAFKACOORD_BOOTSTRAP": bootstrap, "KAFKACOORD_TOPIC_PREFIX": prefix}
+    done = cli(env, "topics", "create", "--topic", "orders", "--partitions", "1")
+    assert done.returncode == ExitCode.UNREACHABLE, done.stderr[-2000:]
 
 
 def _closed_port() -> int:
