@@ -221,8 +221,10 @@ def test_every_state_command_answers_json_matching_its_schema(
     finally:
         consumer.close()
 
-    planned = json.loads(run(env, "rebalance", "plan", "--output", "json"))
+    planned = answer(env, "rebalance-plan", "rebalance", "plan")
     assert planned == json.loads(run(env, "rebalance", "plan", "--json"))
+    assert {n["node"] for n in planned["nodes"]} == {DAEMON, *NODES}
+    assert answer(env, "rebalance-status", "rebalance", "status") is None
 
 
 def test_exit_codes_say_what_went_wrong(daemon: None, env: dict[str, str]) -> None:
