@@ -136,7 +136,8 @@ def admin_session(
     except AdminOperationError as exc:
         fail(str(exc), ExitCode.REFUSED)
     except ValidationError as exc:  # a value the request cannot carry (a bad topic name...)
-        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()), 2)
+        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()),
+             ExitCode.USAGE)  # fmt: skip
 
 
 def parse_configs(pairs: list[str]) -> dict[str, str]:
