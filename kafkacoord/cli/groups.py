@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from confluent_kafka import Consumer, TopicPartition
@@ -20,6 +20,7 @@ from kafkacoord.cli.common import (
     fail,
     resolve_settings,
 )
+from kafkacoord.cli.group_documents import group_document
 from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
 from kafkacoord.cli.render import table
 from kafkacoord.client import GroupAdmin
@@ -113,7 +114,7 @@ def groups_describe(
     offsets in one document, whatever the flags)."""
     with group_session(config, bootstrap, kafka_config) as (admin, servers):
         if output is OutputFormat.json:
-            print_json(_group_document(admin, servers, group))
+            print_json(group_document(admin, servers, group))
             return
         [consumer] = admin.describe_consumer_groups([group])
         if consumer.error is ErrorCode.NONE and (state or members):
@@ -228,63 +229,6 @@ def _describe_consumer_group(
             row += [str(group.assignment_epoch), _render(m.target_assignment)]
         rows.append(row)
     _print(rows)
-
-
-def _group_document(admin: GroupAdmin, servers: str, group: str) -> dict[str, Any]:
-    """``groups describe --output json``: the group, its members and its offsets."""
-    [consumer] = admin.describe_consumer_groups([group])
-    document: dict[str, Any] = {"group": group, "coordinator_shard": admin.channel.shard_of(group)}
-    members: list[dict[str, Any]] = []
-    if consumer.error is ErrorCode.NONE and consumer.state != "Dead":
-        document.update(type="Consumer", state=consumer.state,
-                        assignment_strategy=consumer.assignor_name,
-                        group_epoch=consumer.group_epoch,
-                        assignment_epoch=consumer.assignment_epoch)  # fmt: skip
-        for m in consumer.members:
-            members.append({
-                "member_id": m.member_id, "group_instance_id": m.instance_id,
-                "client_id": m.client_id, "host": m.client_host,
-                "assignment": _pairs(m.assignment), "member_epoch": m.member_epoch,
-                "member_state": m.state, "target_assignment": _pairs(m.target_assignment),
-            })  # fmt: skip
-    else:
-        [described] = admin.describe_groups([group])
-        if described.error is not ErrorCode.NONE or described.state == "Dead":
-            fail(f"Consumer group '{group}' does not exist.", ExitCode.NOT_FOUND)
-        document.update(type="Classic", state=described.state,
-                        assignment_strategy=described.protocol or None,
-                        group_epoch=None, assignment_epoch=None)  # fmt: skip
-        for dm in described.members:
-            members.append({
-                "member_id": dm.member_id, "group_instance_id": dm.group_instance_id,
-                "client_id": dm.client_id, "host": dm.client_host,
-                "assignment": [{"topic": t, "partition": p}
-                               for t, p in assigned_partitions(dm.assignment)],
-                "member_epoch": None, "member_state": None, "target_assignment": None,
-            })  # fmt: skip
-    document["members"] = members
-    owners = {(a["topic"], a["partition"]): m for m in members for a in m["assignment"]}
-    committed = admin.committed(group)
-    partitions = sorted(set(committed) | set(owners))
-    ends = log_end_offsets(servers, partitions) if partitions else {}
-    offsets = []
-    for tp in partitions:
-        current = committed[tp].offset if tp in committed else None
-        end = ends.get(tp)
-        owner = owners.get(tp)
-        offsets.append({
-            "topic": tp[0], "partition": tp[1], "current_offset": current,
-            "log_end_offset": end,
-            "lag": None if current is None or end is None else max(end - current, 0),
-            "consumer_id": owner and owner["member_id"], "host": owner and owner["host"],
-            "client_id": owner and owner["client_id"],
-        })  # fmt: skip
-    document["offsets"] = offsets
-    return document
-
-
-def _pairs(assignment: list[g.HeartbeatTopicPartitions]) -> list[dict[str, Any]]:
-    return [{"topic": a.topic, "partition": p} for a in assignment for p in a.partitions]
 
 
 def _render(assignment: list[g.HeartbeatTopicPartitions]) -> str:
