@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from enum import IntEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +19,7 @@ from kafkacoord.client.errors import RequestError
 from kafkacoord.coordinator.controller.placement import AdminOperationError
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.server.settings import Settings, load_settings
+from kafkacoord.storage.errors import StorageError
 from kafkacoord.storage.kafka_security import KAFKACOORD, properties_file
 
 BOOTSTRAP_FILE = "bootstrap"
@@ -44,18 +46,60 @@ KafkaConfigOption = Annotated[
 TopicOption = Annotated[str, typer.Option("--topic", "-t", help="Topic name.")]
 
 
+class ExitCode(IntEnum):
+    """What a command's exit status means (docs/operations.md#exit-codes)."""
+
+    OK = 0
+    FAILED = 1  # the request ran but did not (fully) succeed
+    USAGE = 2  # bad arguments or configuration
+    NOT_FOUND = 3  # no such topic, partition, group or node
+    REFUSED = 4  # not authorized, or an invalid request
+    UNREACHABLE = 5  # no broker, no daemon answering, or a timeout
+
+
+_NOT_FOUND = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+    ErrorCode.GROUP_ID_NOT_FOUND,
+})  # fmt: skip
+_UNREACHABLE = frozenset({
+    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.BROKER_NOT_AVAILABLE, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_CONTROLLER,
+})  # fmt: skip
+_REFUSED = frozenset({
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.INVALID_TOPIC_EXCEPTION,
+    ErrorCode.INVALID_GROUP_ID, ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.INVALID_PARTITIONS,
+    ErrorCode.INVALID_REPLICATION_FACTOR, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+    ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_REQUEST, ErrorCode.POLICY_VIOLATION,
+    ErrorCode.REASSIGNMENT_IN_PROGRESS, ErrorCode.NON_EMPTY_GROUP, ErrorCode.INELIGIBLE_REPLICA,
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ErrorCode.UNSUPPORTED_VERSION,
+})  # fmt: skip
+
+
+def exit_code(error: ErrorCode) -> ExitCode:
+    """The exit status for a request that failed with ``error``."""
+    if error in _NOT_FOUND:
+        return ExitCode.NOT_FOUND
+    if error in _REFUSED:
+        return ExitCode.REFUSED
+    if error in _UNREACHABLE:
+        return ExitCode.UNREACHABLE
+    return ExitCode.FAILED
+
+
 def resolve_settings(
     config: Path | None, bootstrap: str | None, kafka_config: Path | None = None
 ) -> Settings:
     try:
         settings = load_settings(config, bootstrap=bootstrap, kafka_config=kafka_config)
     except (ValidationError, FileNotFoundError) as exc:
-        fail(f"invalid configuration: {exc}", 2)
+        fail(f"invalid configuration: {exc}", ExitCode.USAGE)
     if settings.bootstrap is None:
         written = settings.data_dir / BOOTSTRAP_FILE
         if not written.is_file():
             fail("no broker: pass --bootstrap-server, set KAFKACOORD_BOOTSTRAP, or start "
-                 "a local daemon (./dev.sh daemon)", 2)  # fmt: skip
+                 "a local daemon (./dev.sh daemon)", ExitCode.UNREACHABLE)  # fmt: skip
         if kafka_config is None and settings.kafka_config is None:
             # A secured embedded Kafka: its credentials for kafkacoord lie beside it.
             local = settings.data_dir / "kafka" / properties_file(KAFKACOORD)
@@ -66,7 +110,7 @@ def resolve_settings(
     return settings
 
 
-def fail(message: str, code: int = 1) -> typer.Exit:
+def fail(message: str, code: int = ExitCode.FAILED) -> typer.Exit:
     typer.echo(f"Error: {message}", err=True)
     raise typer.Exit(code)
 
@@ -83,11 +127,17 @@ def admin_session(
         ) as admin:  # fmt: skip
             yield admin
     except RequestError as exc:
-        fail(exc.message or exc.code.name if exc.code is not ErrorCode.NONE else str(exc))
-    except (TimeoutError, ReassignmentFileError, AdminOperationError) as exc:
-        fail(str(exc))
+        fail(exc.message or exc.code.name if exc.code is not ErrorCode.NONE else str(exc),
+             exit_code(exc.code))  # fmt: skip
+    except (TimeoutError, StorageError) as exc:
+        fail(str(exc), ExitCode.UNREACHABLE)
+    except ReassignmentFileError as exc:
+        fail(str(exc), ExitCode.USAGE)
+    except AdminOperationError as exc:
+        fail(str(exc), ExitCode.REFUSED)
     except ValidationError as exc:  # a value the request cannot carry (a bad topic name...)
-        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()), 2)
+        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()),
+             ExitCode.USAGE)  # fmt: skip
 
 
 def parse_configs(pairs: list[str]) -> dict[str, str]:

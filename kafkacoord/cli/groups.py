@@ -14,10 +14,14 @@ from confluent_kafka import Consumer, TopicPartition
 from kafkacoord.cli.common import (
     BootstrapOption,
     ConfigOption,
+    ExitCode,
     KafkaConfigOption,
+    exit_code,
     fail,
     resolve_settings,
 )
+from kafkacoord.cli.group_documents import group_document
+from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
 from kafkacoord.cli.render import table
 from kafkacoord.client import GroupAdmin
 from kafkacoord.client.classic_member import broker_partition_counts
@@ -27,6 +31,7 @@ from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.storage.clients import base_config
+from kafkacoord.storage.errors import StorageError
 from kafkacoord.storage.watermarks import EndOffsetProbe, log_end_offsets
 
 groups_app = typer.Typer(
@@ -51,7 +56,9 @@ def group_session(
         ) as admin:
             yield admin, servers
     except RequestError as exc:
-        fail(str(exc))
+        fail(str(exc), exit_code(exc.code))
+    except (TimeoutError, StorageError) as exc:
+        fail(str(exc), ExitCode.UNREACHABLE)
 
 
 @groups_app.command("list")
@@ -62,6 +69,7 @@ def groups_list(
     group_type: Annotated[
         bool, typer.Option("--type", help="Show each group's type (Classic or Consumer).")
     ] = False,
+    output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
@@ -69,6 +77,12 @@ def groups_list(
     """List groups (with --state, their states too; with --type, their types)."""
     with group_session(config, bootstrap, kafka_config) as (admin, _):
         groups = admin.list_groups(state or ())
+    if output is OutputFormat.json:
+        print_json({"groups": [
+            {"group_id": gr.group_id, "type": gr.group_type.capitalize(), "state": gr.state}
+            for gr in groups
+        ]})  # fmt: skip
+        return
     if not state and not group_type:
         for group in groups:
             typer.echo(group.group_id)
@@ -91,19 +105,24 @@ def groups_describe(
     verbose: Annotated[
         bool, typer.Option("--verbose", help="With --members: assignments.")
     ] = False,
+    output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
-    """Describe a group with kafka-consumer-groups' columns."""
+    """Describe a group with kafka-consumer-groups' columns (as JSON: state, members and
+    offsets in one document, whatever the flags)."""
     with group_session(config, bootstrap, kafka_config) as (admin, servers):
+        if output is OutputFormat.json:
+            print_json(group_document(admin, servers, group))
+            return
         [consumer] = admin.describe_consumer_groups([group])
         if consumer.error is ErrorCode.NONE and (state or members):
             _describe_consumer_group(consumer, admin.channel.shard_of(group), members, verbose)
             return
         [described] = admin.describe_groups([group])
         if described.error is not ErrorCode.NONE or described.state == "Dead":
-            fail(f"Consumer group '{group}' does not exist.")
+            fail(f"Consumer group '{group}' does not exist.", ExitCode.NOT_FOUND)
         committed = admin.committed(group) if not (members or state) else {}
         shard = admin.channel.shard_of(group)
     rows: list[tuple[str, ...]]
@@ -232,7 +251,7 @@ def groups_delete(
     with group_session(config, bootstrap, kafka_config) as (admin, _):
         result = admin.delete_groups([group])[group]
     if result is not ErrorCode.NONE:
-        fail(f"Deletion of group '{group}' failed: {result.name}")
+        fail(f"Deletion of group '{group}' failed: {result.name}", exit_code(result))
     typer.echo(f"Deletion of requested consumer groups ('{group}') was successful.")
 
 

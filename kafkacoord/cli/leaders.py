@@ -9,10 +9,13 @@ import typer
 from kafkacoord.cli.common import (
     BootstrapOption,
     ConfigOption,
+    ExitCode,
     KafkaConfigOption,
     admin_session,
     fail,
 )
+from kafkacoord.cli.documents import election_results
+from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
 from kafkacoord.coordinator.protocol import ErrorCode
 
 
@@ -23,11 +26,12 @@ def elect_leaders(
     all_topic_partitions: Annotated[
         bool, typer.Option("--all-topic-partitions", help="Every partition.")
     ] = False,
+    output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
-    """Elect leaders (kafka-leader-election)."""
+    """Elect leaders (kafka-leader-election); exit 1 if any election failed."""
     if election_type not in ("preferred", "unclean"):
         fail("--election-type must be preferred or unclean", 2)
     if all_topic_partitions == (topic is not None):
@@ -37,6 +41,12 @@ def elect_leaders(
     targets = None if all_topic_partitions else [(topic or "", partition or 0)]
     with admin_session(config, bootstrap, kafka_config) as admin:
         results = admin.elect_leaders(election_type, targets)
+    if output is OutputFormat.json:
+        document = election_results(election_type, results)
+        print_json(document)
+        if any(p["outcome"] == "failed" for p in document["partitions"]):
+            raise typer.Exit(ExitCode.FAILED)
+        return
     if not results:
         typer.echo("No partition needed a leader election.")
         return

@@ -13,6 +13,8 @@ from kafkacoord.cli.common import (
     admin_session,
     fail,
 )
+from kafkacoord.cli.documents import node_list
+from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
 from kafkacoord.cli.rebalance import MovesOption, PerNodeOption, WaitOption, execute, plan_for
 from kafkacoord.cli.render import node_table
 from kafkacoord.client.admin.rebalance import Limits, demotion
@@ -23,6 +25,7 @@ nodes_app = typer.Typer(help="Registered nodes.", no_args_is_help=True)
 
 @nodes_app.command("list")
 def nodes_list(
+    output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
@@ -30,6 +33,9 @@ def nodes_list(
     """Nodes with their rack, state, epoch, roles and leadership counts."""
     with admin_session(config, bootstrap, kafka_config) as admin:
         image = admin.metadata()
+    if output is OutputFormat.json:
+        print_json(node_list(image))
+        return
     for line in node_table(image):
         typer.echo(line)
 

@@ -10,10 +10,13 @@ import typer
 from kafkacoord.cli.common import (
     BootstrapOption,
     ConfigOption,
+    ExitCode,
     KafkaConfigOption,
     admin_session,
     fail,
 )
+from kafkacoord.cli.documents import reassignment_list, reassignment_verification
+from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
 from kafkacoord.cli.reassign_files import (
     format_reassignment,
     parse_reassignment,
@@ -55,10 +58,10 @@ def reassign_generate(
         image = admin.metadata()
         missing = [t for t in topics if image.topic(t) is None]
         if missing:
-            fail(f"unknown topics: {', '.join(missing)}")
+            fail(f"unknown topics: {', '.join(missing)}", ExitCode.NOT_FOUND)
         unknown = [b for b in wanted if image.node(b) is None]
         if unknown:
-            fail(f"unknown nodes in --broker-list: {unknown}")
+            fail(f"unknown nodes in --broker-list: {unknown}", ExitCode.NOT_FOUND)
         current = {
             (v.topic, v.partition): v.replicas for t in topics for v in image.partitions_of(t)
         }
@@ -93,34 +96,33 @@ def reassign_execute(
 @reassign_app.command("verify")
 def reassign_verify(
     reassignment_json_file: FileOption,
+    output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
-    """Report, per partition, whether its reassignment is complete."""
+    """Report, per partition, whether its reassignment is complete (exit 1 until it is)."""
     with admin_session(config, bootstrap, kafka_config) as admin:
         targets = parse_reassignment(reassignment_json_file.read_text())
         image = admin.metadata()
-    pending = False
-    typer.echo("Status of partition reassignment:")
-    for (topic, partition), replicas in sorted(targets.items()):
-        value = image.partition(topic, partition)
-        if value is None:
-            typer.echo(f"Partition {topic}-{partition} does not exist.")
-            pending = True
-        elif value.reassignment is None and list(value.replicas) == replicas:
-            typer.echo(f"Reassignment of partition {topic}-{partition} is completed.")
-        elif value.reassignment is not None:
-            typer.echo(f"Reassignment of partition {topic}-{partition} is still in progress.")
-            pending = True
-        else:
-            typer.echo(
-                f"There is no active reassignment of partition {topic}-{partition}, "
-                f"but replica set is {list(value.replicas)} rather than {replicas}."
-            )
-            pending = True
-    if pending:
-        raise typer.Exit(1)
+    verified = reassignment_verification(image, targets)
+    if output is OutputFormat.json:
+        print_json(verified)
+    else:
+        typer.echo("Status of partition reassignment:")
+        for p in verified["partitions"]:
+            typer.echo(_VERDICTS[p["status"]].format(**p))
+    if not verified["complete"]:
+        raise typer.Exit(ExitCode.FAILED)
+
+
+_VERDICTS = {
+    "missing": "Partition {topic}-{partition} does not exist.",
+    "completed": "Reassignment of partition {topic}-{partition} is completed.",
+    "in_progress": "Reassignment of partition {topic}-{partition} is still in progress.",
+    "mismatch": "There is no active reassignment of partition {topic}-{partition}, "
+    "but replica set is {replicas} rather than {target_replicas}.",
+}
 
 
 @reassign_app.command("cancel")
@@ -139,6 +141,7 @@ def reassign_cancel(
 
 @reassign_app.command("list")
 def reassign_list(
+    output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
@@ -146,6 +149,9 @@ def reassign_list(
     """Reassignments in flight or queued."""
     with admin_session(config, bootstrap, kafka_config) as admin:
         image = admin.metadata()
+    if output is OutputFormat.json:
+        print_json(reassignment_list(image))
+        return
     for line in reassignment_lines(image):
         typer.echo(line)
 

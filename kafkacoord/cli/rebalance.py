@@ -20,6 +20,7 @@ from kafkacoord.cli.common import (
     admin_session,
     fail,
 )
+from kafkacoord.cli.output import OutputFormat, OutputOption
 from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.client.admin.rebalance import Limits, Proposal, proposal, rebalance_status
 from kafkacoord.coordinator.controller.image import MetadataImage
@@ -34,7 +35,7 @@ RemoveOption = Annotated[
     list[int] | None,
     typer.Option("--remove-node", help="Drain this node (repeat for several)."),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="The same as --output json.")]
 PerNodeOption = Annotated[
     int, typer.Option(min=1, help="Moving partitions that add or drop a replica on one node.")
 ]
@@ -50,18 +51,21 @@ BAR = 30
 def rebalance_default(ctx: typer.Context) -> None:
     """Without a command: the plan (a dry run)."""
     if ctx.invoked_subcommand is None:
-        rebalance_plan(remove_node=None, json_output=False, config=None, bootstrap=None)
+        rebalance_plan(remove_node=None, json_output=False, output=OutputFormat.table,
+                       config=None, bootstrap=None)  # fmt: skip
 
 
 @rebalance_app.command("plan")
 def rebalance_plan(
     remove_node: RemoveOption = None,
     json_output: JsonOption = False,
+    output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Show what a rebalance would do; changes nothing."""
+    json_output = json_output or output is OutputFormat.json
     with admin_session(config, bootstrap, kafka_config) as admin:
         planned = _plan(admin, remove_node or [])
     if json_output:
@@ -79,6 +83,7 @@ def rebalance_execute(
     max_concurrent_leader_moves: LeaderMovesOption = 1000,
     wait: WaitOption = False,
     json_output: JsonOption = False,
+    output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
@@ -86,6 +91,7 @@ def rebalance_execute(
     """Plan, then have the controller execute it within the limits."""
     limits = Limits(max_concurrent_moves_per_node, max_concurrent_moves,
                     max_concurrent_leader_moves)  # fmt: skip
+    json_output = json_output or output is OutputFormat.json
     with admin_session(config, bootstrap, kafka_config) as admin:
         planned = _plan(admin, remove_node or [])
         execute(admin, planned, limits, wait=wait, json_output=json_output)
@@ -116,11 +122,13 @@ def execute(
 @rebalance_app.command("status")
 def rebalance_status_command(
     json_output: JsonOption = False,
+    output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
     """The running or last rebalance: state, progress, moves in flight per node."""
+    json_output = json_output or output is OutputFormat.json
     with admin_session(config, bootstrap, kafka_config) as admin:
         status = rebalance_status(admin.metadata())
     if status is None:

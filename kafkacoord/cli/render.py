@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from kafkacoord.codecs.models import PartitionValue, TopicValue
 from kafkacoord.coordinator.controller.image import MetadataImage
@@ -37,37 +38,54 @@ def describe_partition(value: PartitionValue) -> str:
     return line
 
 
-def describe_topics(
-    image: MetadataImage,
-    topics: Sequence[str] | None = None,
-    *,
-    under_replicated: bool = False,
-    unavailable: bool = False,
-    under_min_isr: bool = False,
-) -> list[str]:
-    """kafka-topics --describe; with a filter, only matching partitions and no headers."""
+class PartitionFilter(NamedTuple):
+    """kafka-topics --describe's partition filters; any set one keeps only matching ones."""
+
+    under_replicated: bool = False
+    unavailable: bool = False
+    under_min_isr: bool = False
+
+
+Selection = list[tuple[TopicValue, list[PartitionValue], int]]
+
+
+def select_partitions(
+    image: MetadataImage, topics: Sequence[str] | None, only: PartitionFilter
+) -> Selection:
+    """Each named topic (all when none) with the partitions ``only`` keeps and its count."""
     names = sorted(image.topics) if not topics else list(topics)
-    filtered = under_replicated or unavailable or under_min_isr
     keep: set[tuple[str, int]] = set()
-    if under_replicated:
+    if only.under_replicated:
         keep |= {(v.topic, v.partition) for v in image.under_replicated()}
-    if unavailable:
+    if only.unavailable:
         keep |= {(v.topic, v.partition) for v in image.unavailable()}
-    if under_min_isr:
+    if only.under_min_isr:
         keep |= {(v.topic, v.partition) for v in image.under_min_isr()}
-    lines: list[str] = []
+    selected: Selection = []
     for name in names:
         topic = image.topic(name)
         if topic is None:
             continue
         partitions = image.partitions_of(name)
-        if not filtered:
-            lines.append(describe_topic_header(topic, len(partitions)))
-        lines.extend(
-            describe_partition(v)
-            for v in partitions
-            if not filtered or (v.topic, v.partition) in keep
-        )
+        kept = [v for v in partitions if not any(only) or (v.topic, v.partition) in keep]
+        selected.append((topic, kept, len(partitions)))
+    return selected
+
+
+ALL_PARTITIONS = PartitionFilter()
+
+
+def describe_topics(
+    image: MetadataImage,
+    topics: Sequence[str] | None = None,
+    only: PartitionFilter = ALL_PARTITIONS,
+) -> list[str]:
+    """kafka-topics --describe; with a filter, only matching partitions and no headers."""
+    lines: list[str] = []
+    for topic, kept, count in select_partitions(image, topics, only):
+        if not any(only):
+            lines.append(describe_topic_header(topic, count))
+        lines.extend(describe_partition(v) for v in kept)
     return lines
 
 

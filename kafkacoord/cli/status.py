@@ -11,10 +11,12 @@ import typer
 from kafkacoord.cli.common import (
     BootstrapOption,
     ConfigOption,
+    ExitCode,
     KafkaConfigOption,
     fail,
     resolve_settings,
 )
+from kafkacoord.cli.output import OutputFormat, OutputOption
 from kafkacoord.cli.render import table
 from kafkacoord.client import GroupAdmin
 from kafkacoord.client.admin import read_metadata
@@ -55,7 +57,8 @@ def _read_groups(
 
 
 def status(
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --output json.")] = False,
+    output: OutputOption = OutputFormat.table,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each read.")] = 15.0,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
@@ -69,10 +72,10 @@ def status(
             settings.kafka_bootstrap(settings.bootstrap or ""), topics.metadata, timeout
         )
     except (TimeoutError, StorageError) as exc:
-        fail(str(exc))
+        fail(str(exc), ExitCode.UNREACHABLE)
     states, lags, error = _read_groups(settings, timeout)
     summary = cluster_summary(image, topics.offsets, states, lags, groups_error=error)
-    if as_json:
+    if as_json or output is OutputFormat.json:
         typer.echo(json.dumps(summary, indent=2))
         return
     for line in render(summary):

@@ -10,6 +10,7 @@ import typer
 from kafkacoord.cli.common import (
     BootstrapOption,
     ConfigOption,
+    ExitCode,
     KafkaConfigOption,
     TopicOption,
     admin_session,
@@ -17,7 +18,9 @@ from kafkacoord.cli.common import (
     parse_configs,
     parse_replica_assignment,
 )
-from kafkacoord.cli.render import describe_topics
+from kafkacoord.cli.documents import topic_descriptions, topic_list
+from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
+from kafkacoord.cli.render import PartitionFilter, describe_topics, select_partitions
 
 topics_app = typer.Typer(
     help="Create, list, describe, delete and grow topics.", no_args_is_help=True
@@ -60,6 +63,7 @@ def topics_create(
 
 @topics_app.command("list")
 def topics_list(
+    output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
@@ -67,6 +71,9 @@ def topics_list(
     """List topic names."""
     with admin_session(config, bootstrap, kafka_config) as admin:
         image = admin.metadata()
+    if output is OutputFormat.json:
+        print_json(topic_list(image))
+        return
     for name in sorted(image.topics):
         typer.echo(name)
 
@@ -83,6 +90,7 @@ def topics_describe(
     under_min_isr_partitions: Annotated[
         bool, typer.Option("--under-min-isr-partitions", help="Only ISR < min.insync.replicas.")
     ] = False,
+    output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
@@ -91,11 +99,15 @@ def topics_describe(
     with admin_session(config, bootstrap, kafka_config) as admin:
         image = admin.metadata()
     if topic is not None and image.topic(topic) is None:
-        fail(f"Topic '{topic}' does not exist.")
-    for line in describe_topics(
-        image, [topic] if topic else None, under_replicated=under_replicated_partitions,
-        unavailable=unavailable_partitions, under_min_isr=under_min_isr_partitions,
-    ):  # fmt: skip
+        fail(f"Topic '{topic}' does not exist.", ExitCode.NOT_FOUND)
+    names = [topic] if topic else None
+    only = PartitionFilter(
+        under_replicated_partitions, unavailable_partitions, under_min_isr_partitions
+    )
+    if output is OutputFormat.json:
+        print_json(topic_descriptions(select_partitions(image, names, only), any(only)))
+        return
+    for line in describe_topics(image, names, only):
         typer.echo(line)
 
 

@@ -167,7 +167,9 @@ def show(
     where: Annotated[
         str | None, typer.Option(help='Row filter (pandas query), e.g. "lag > 100".')
     ] = None,
-    output: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    output: Annotated[
+        Format, typer.Option("--output", "-o", "--format", help="table or json.")
+    ] = Format.table,
     warehouse: WarehouseOption = Path("warehouse"),
     limit: Annotated[int | None, typer.Option(min=1, help="Show at most this many rows.")] = None,
 ) -> None:

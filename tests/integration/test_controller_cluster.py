@@ -186,7 +186,7 @@ def test_admin_commands_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
         "1",
         "--replication-factor",
         "7",
-        code=1,
+        code=4,  # refused: INVALID_REPLICATION_FACTOR
     )
     assert "cli" in run("topics", "list").split()
     described = run("topics", "describe", "--topic", "cli")
@@ -250,7 +250,7 @@ def test_rebalance_commands_end_to_end(cluster: Cluster) -> None:
               "min.insync.replicas=2")  # fmt: skip
     assert "Configs for topic skewed are now: min.insync.replicas=2" in out
     assert "must be an integer" in run("topics", "alter-configs", "--topic", "skewed",
-                                       "--add-config", "min.insync.replicas=x", code=1)  # fmt: skip
+                                       "--add-config", "min.insync.replicas=x", code=4)  # fmt: skip
     assert "no rebalance has run" in run("rebalance", "status", code=1)
     planned = json.loads(run("rebalance", "plan", "--json"))
     by_node = {n["node"]: n for n in planned["nodes"]}

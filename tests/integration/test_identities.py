@@ -215,3 +215,27 @@ def test_allow_plaintext_admin_starts_an_open_listener_and_warns(
         assert len(warnings) == 1, daemon.events[-20:]
     finally:
         daemon.stop()
+
+
+def test_the_cli_exits_4_when_its_certificate_is_no_admins(
+    secured: Secured, pki: dict[str, Path]
+) -> None:
+    def cli(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+        env = _cli_env(
+            KAFKACOORD_BOOTSTRAP=secured.bootstrap, KAFKACOORD_TOPIC_PREFIX=secured.topics.prefix,
+            KAFKACOORD_TLS_CA=str(pki["ca"]), KAFKACOORD_TLS_CERT=str(pki[name]),
+            KAFKACOORD_TLS_KEY=str(pki[f"{name}-key"]),
+        )  # fmt: skip
+        argv = [sys.executable, "-m", "kafkacoord", *args]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+
+    wait_until(lambda: (n := secured.node(DAEMON)) is not None and not n.fenced, 60, "daemon")
+    create = ("topics", "create", "--topic", "orders", "--partitions", "1")
+    refused = cli("app", *create)
+    assert refused.returncode == 4, refused.stderr[-2000:]
+    assert "it is not in admin_principals" in refused.stderr
+    # The admin's certificate is let through: the controller answers about the topic itself
+    # (no service node is live to place it on, so that is refused too, for its own reason).
+    admitted = cli("admin", *create)
+    assert "admin_principals" not in admitted.stderr, admitted.stderr[-2000:]
+    assert admitted.returncode == 4 and "replication factor" in admitted.stderr

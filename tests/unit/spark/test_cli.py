@@ -44,6 +44,11 @@ def test_show_json_with_where_and_limit(wh_path: Path) -> None:
     assert [(r["group"], r["partition"], r["current_offset"]) for r in got] == [("g1", 1, 9)]
     limited = json.loads(runner.invoke(views_app, [*args, "--limit", "1"]).output)
     assert len(limited) == 1 and limited[0]["consumer_id"] == "m1"
+    # --output (-o) is the same option as --format, as on the other commands.
+    same = runner.invoke(views_app, ["show", "group_offsets", "--warehouse", str(wh_path),
+                                     "-o", "json"])  # fmt: skip
+    assert same.exit_code == 0, same.output
+    assert json.loads(same.output) == json.loads(runner.invoke(views_app, args).output)
 
 
 def test_show_errors(wh_path: Path) -> None:

@@ -1,0 +1,122 @@
+"""The CLI's JSON answers against their schemas, built from a real controller shard's image
+mid-reassignment (which a live cluster shows only for a moment), and the exit codes."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from kafkacoord.cli import documents
+from kafkacoord.cli.common import ExitCode, exit_code
+from kafkacoord.cli.render import PartitionFilter, describe_topics, select_partitions
+from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.protocol import controller_api as api
+from tests.unit.controller.support import Cluster, quiet_config
+
+SCHEMAS = resources.files("kafkacoord.cli").joinpath("schemas")
+
+
+def validator(name: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(SCHEMAS.joinpath(f"{name}.json").read_text()))
+
+
+def valid(name: str, document: Any) -> Any:
+    # Through JSON and back, as a script sees it.
+    parsed = json.loads(json.dumps(document))
+    validator(name).validate(parsed)
+    return parsed
+
+
+def test_every_schema_is_a_valid_2020_12_schema() -> None:
+    names = sorted(p.name for p in SCHEMAS.iterdir() if p.name.endswith(".json"))
+    assert len(names) == 11
+    for name in names:
+        Draft202012Validator.check_schema(json.loads(SCHEMAS.joinpath(name).read_text()))
+
+
+@pytest.fixture
+def moving() -> Cluster:
+    """Nodes 1-4; t-0 on [1, 2] being moved to [3, 4]; u-0 on [2]."""
+    c = Cluster(quiet_config())
+    c.add_nodes([1, 2, 3], rack="r1")
+    c.register(4)
+    c.create("t", assignment={0: [1, 2], 1: [2, 1]}, configs={"min.insync.replicas": "2"})
+    c.create("u", assignment={0: [2]})
+    c.ok(api.AlterReassignments(reassignments=[
+        api.ReassignmentTarget(topic="t", partition=0, replicas=[3, 4])]))  # fmt: skip
+    return c
+
+
+def test_a_reassignment_in_flight_as_json(moving: Cluster) -> None:
+    image = moving.shard.image
+    [listed] = valid("reassign-list", documents.reassignment_list(image))["reassignments"]
+    assert (listed["topic"], listed["partition"], listed["target_replicas"]) == ("t", 0, [3, 4])
+    assert listed["adding_replicas"] == [3, 4] and listed["removing_replicas"] == [1, 2]
+
+    described = valid("topics-describe", documents.topic_descriptions(
+        select_partitions(image, ["t"], PartitionFilter()), False))  # fmt: skip
+    [t] = described["topics"]
+    assert (t["partition_count"], t["configs"]) == (2, {"min.insync.replicas": "2"})
+    first = t["partitions"][0]
+    assert first["replicas"] == [3, 4, 1, 2] and first["adding_replicas"] == [3, 4]
+
+    verified = valid("reassign-verify", documents.reassignment_verification(
+        image, {("t", 0): [3, 4], ("t", 1): [2, 1], ("u", 0): [1], ("v", 0): [1]}))  # fmt: skip
+    assert verified["complete"] is False
+    assert [p["status"] for p in verified["partitions"]] == [
+        "in_progress", "completed", "mismatch", "missing"]  # fmt: skip
+
+
+def test_nodes_and_filtered_topics_as_json(moving: Cluster) -> None:
+    image = moving.shard.image
+    nodes = {n["id"]: n for n in valid("nodes-list", documents.node_list(image))["nodes"]}
+    assert (nodes[1]["rack"], nodes[4]["rack"]) == ("r1", None)
+    assert nodes[1]["endpoints"] == {"app": "host1:9000"}
+    assert {n["state"] for n in nodes.values()} == {"UNFENCED"}
+    assert valid("topics-list", documents.topic_list(image))["topics"] == ["t", "u"]
+    # u-0 is whole; under a filter only topics with a matching partition are listed.
+    only = PartitionFilter(under_min_isr=True)
+    filtered = documents.topic_descriptions(select_partitions(image, None, only), True)
+    assert "u" not in [t["name"] for t in valid("topics-describe", filtered)["topics"]]
+    # The table is what it was: a header line per topic, then its partitions.
+    lines = describe_topics(image, ["u"])
+    assert lines[0].startswith("Topic: u\tTopicId: ") and len(lines) == 2
+
+
+def test_election_results_as_json() -> None:
+    results = [
+        api.PartitionResult(topic="t", partition=0),
+        api.PartitionResult(topic="t", partition=1, error=ErrorCode.ELECTION_NOT_NEEDED),
+        api.PartitionResult(
+            topic="t",
+            partition=2,
+            error=ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+            message="3 is not in the ISR",
+        ),
+    ]
+    answer = valid("elect-leaders", documents.election_results("preferred", results))
+    assert [p["outcome"] for p in answer["partitions"]] == ["elected", "not_needed", "failed"]
+
+
+def test_a_schema_rejects_what_it_does_not_name() -> None:
+    with pytest.raises(ValidationError):
+        validator("topics-list").validate({"topics": ["a"], "extra": 1})
+    with pytest.raises(ValidationError):
+        validator("nodes-list").validate({"nodes": [{"id": "1"}]})
+
+
+def test_exit_codes_by_kafka_error() -> None:
+    assert exit_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) is ExitCode.NOT_FOUND
+    assert exit_code(ErrorCode.GROUP_ID_NOT_FOUND) is ExitCode.NOT_FOUND
+    authorization = [c for c in ErrorCode if c.name.endswith("_AUTHORIZATION_FAILED")]
+    assert authorization and {exit_code(c) for c in authorization} == {ExitCode.REFUSED}
+    assert exit_code(ErrorCode.TOPIC_ALREADY_EXISTS) is ExitCode.REFUSED
+    assert exit_code(ErrorCode.REQUEST_TIMED_OUT) is ExitCode.UNREACHABLE
+    assert exit_code(ErrorCode.NOT_CONTROLLER) is ExitCode.UNREACHABLE
+    assert exit_code(ErrorCode.UNKNOWN_SERVER_ERROR) is ExitCode.FAILED
+    assert len({int(c) for c in ExitCode}) == len(ExitCode) == 6
