@@ -121,6 +121,11 @@ def live(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[L
         cluster.wait_ready([DAEMON])
         metrics = daemon.wait_for("metrics and health endpoint listening")["url"]
         canaries = {s: groups_on_shard("canary-", s, PARTITIONS)[0] for s in range(PARTITIONS)}
+        # Ready is not loaded: the shards may still load once the controller places them.
+        # Every shard answers before a test measures how it serves on.
+        warm_up = cluster.group_channel(timeout_s=90)
+        for shard, group in canaries.items():
+            warm_up.call(shard, g.OffsetFetch(group_id=group), g.OffsetFetchResponse)
         yield Live(cluster, cluster.endpoint(DAEMON), str(metrics),
                    cluster.group_channel(timeout_s=CANARY_TIMEOUT_S), canaries)  # fmt: skip
         assert cluster.alive(DAEMON), cluster.log_tail(DAEMON)
