@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from kafkacoord.cli.render import Selection
+from kafkacoord.client.admin.summary import partition_document
 from kafkacoord.codecs.models import PartitionValue
 from kafkacoord.coordinator.controller.image import MetadataImage
 from kafkacoord.coordinator.protocol import ErrorCode
@@ -23,13 +24,7 @@ def topic_list(image: MetadataImage) -> Document:
 def _partition(value: PartitionValue) -> Document:
     moving = value.reassignment
     return {
-        "topic": value.topic,
-        "partition": value.partition,
-        "leader": value.leader,
-        "replicas": list(value.replicas),
-        "isr": list(value.isr),
-        "elr": list(value.elr),
-        "last_known_elr": list(value.last_known_elr),
+        **partition_document(value),
         "adding_replicas": list(moving.adding_replicas) if moving else [],
         "removing_replicas": list(moving.removing_replicas) if moving else [],
     }

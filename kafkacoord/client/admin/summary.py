@@ -42,7 +42,7 @@ def group_lag(committed: Mapping[TP, int], ends: Mapping[TP, int]) -> int | None
     return sum(max(ends[tp] - offset, 0) for tp, offset in committed.items())
 
 
-def _partition(value: PartitionValue) -> dict[str, Any]:
+def partition_document(value: PartitionValue) -> dict[str, Any]:
     return {
         "topic": value.topic,
         "partition": value.partition,
@@ -56,7 +56,7 @@ def _partition(value: PartitionValue) -> dict[str, Any]:
 
 def _problem(values: Iterable[PartitionValue]) -> dict[str, Any]:
     ordered = sorted(values, key=lambda v: (v.topic, v.partition))
-    return {"count": len(ordered), "first": [_partition(v) for v in ordered[:FIRST]]}
+    return {"count": len(ordered), "first": [partition_document(v) for v in ordered[:FIRST]]}
 
 
 def cluster_summary(
