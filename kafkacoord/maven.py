@@ -3,13 +3,16 @@
 ``mvn dependency:copy-dependencies`` runs against a ``pom.xml`` shipped with the
 package, into a staging directory that is renamed into place; a marker written after
 a complete copy makes later calls skip Maven, and a file lock keeps two processes
-from resolving at once. Used for the embedded Kafka broker and Spark's Kafka source.
+from resolving at once. The marker names the pom's digest, so a release whose pom
+adds a jar resolves again; an empty marker (jars put in place by hand) is trusted.
+Used for the embedded Kafka broker and Spark's Kafka source.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -48,11 +51,12 @@ def copy_dependencies(
     each names its own way out.
     """
     libs = home / "libs"
-    if (home / MARKER).is_file():
+    stamp = f"{next(iter(properties.values()), '')} {_digest(pom)}\n"
+    if _resolved(home / MARKER, stamp):
         return libs
     home.mkdir(parents=True, exist_ok=True)
     with _locked(home / ".lock"):
-        if (home / MARKER).is_file():  # another process resolved them while we waited
+        if _resolved(home / MARKER, stamp):  # another process resolved them meanwhile
             return libs
         mvn = shutil.which("mvn")
         if mvn is None:
@@ -71,9 +75,20 @@ def copy_dependencies(
             raise failed(done.returncode, (done.stdout + done.stderr).strip())
         shutil.rmtree(libs, ignore_errors=True)
         staging.rename(libs)
-        version = next(iter(properties.values()), "")
-        (home / MARKER).write_text(f"{version}\n")
+        (home / MARKER).write_text(stamp)
     return libs
+
+
+def _digest(pom: Traversable) -> str:
+    return hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
+
+
+def _resolved(marker: Path, stamp: str) -> bool:
+    try:
+        found = marker.read_text()
+    except FileNotFoundError:
+        return False
+    return found in ("", stamp)
 
 
 @contextlib.contextmanager

@@ -31,8 +31,10 @@ from testcontainers.core.container import DockerContainer
 
 from kafkacoord.storage.broker import free_port, tansu_binary
 from kafkacoord.storage.kafka_broker import KafkaBroker
+from kafkacoord.storage.kafka_jars import KAFKA_VERSION
 
-KAFKA_IMAGE = os.environ.get("KAFKACOORD_E2E_KAFKA_IMAGE", "apache/kafka:3.9.1")
+# The same Kafka version as the embedded broker and deploy/compose.yaml.
+KAFKA_IMAGE = os.environ.get("KAFKACOORD_E2E_KAFKA_IMAGE", f"apache/kafka:{KAFKA_VERSION}")
 TANSU_REPOSITORY = "kafkacoord/tansu"
 BROKER_CHOICE_ENV = "KAFKACOORD_E2E_BROKER"
 """``all`` (default), ``apache-kafka`` or ``tansu``."""

@@ -34,6 +34,7 @@ from kafkacoord.server.listener_policy import check_listener, is_loopback
 from kafkacoord.server.settings import CONFIG_ENV, Settings, load_settings
 from kafkacoord.spark.cli import views_app
 from kafkacoord.storage.broker import free_port
+from kafkacoord.storage.kafka_jars import KAFKA_VERSION
 from kafkacoord.wire import ClientTls, server_context
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,6 +182,14 @@ def test_node_ids_data_dirs_and_volumes_are_distinct(
     mounts = [services[n]["volumes"][0] for n in DAEMONS]
     for data_dir, mount in zip(data_dirs, mounts, strict=True):
         assert data_dir.startswith(mount.split(":")[1]), "the cache must live on the volume"
+
+
+def test_compose_runs_the_kafka_version_of_the_embedded_broker(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    images = {str(service.get("image", "")) for service in services.values()}
+    kafka_images = {image for image in images if image.startswith("apache/kafka")}
+    assert kafka_images == {f"apache/kafka:{KAFKA_VERSION}"}
 
 
 def test_kafka_runs_in_kraft_mode(services: dict[str, dict[str, Any]]) -> None:

@@ -45,9 +45,26 @@ def test_resolved_once_then_served_from_the_cache(
     pom.write_text("<project/>")
     libs = _resolve(tmp_path / "home", pom)
     assert [p.name for p in libs.iterdir()] == ["lib-1.0.jar"]
-    assert (tmp_path / "home" / MARKER).read_text() == "1.0\n"
+    assert (tmp_path / "home" / MARKER).read_text().startswith("1.0 ")
     assert _resolve(tmp_path / "home", pom) == libs
     assert runs.read_text().count("run") == 1
+
+
+def test_a_changed_pom_resolves_again_and_a_hand_made_marker_is_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = _mvn(tmp_path, monkeypatch, fail=False)
+    pom = tmp_path / "pom.xml"
+    pom.write_text("<project/>")
+    _resolve(tmp_path / "home", pom)
+    pom.write_text("<project><dependencies/></project>")  # a release adds a jar
+    _resolve(tmp_path / "home", pom)
+    _resolve(tmp_path / "home", pom)
+    assert runs.read_text().count("run") == 2
+    (tmp_path / "home" / MARKER).write_text("")  # jars put in place by hand
+    pom.write_text("<project>other</project>")
+    _resolve(tmp_path / "home", pom)
+    assert runs.read_text().count("run") == 2
 
 
 def test_a_failed_run_says_why_and_leaves_no_marker(
