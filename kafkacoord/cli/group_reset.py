@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,6 +30,7 @@ from kafkacoord.client.offset_reset import (
     ResetMode,
     at_timestamps,
     clamp,
+    parse_datetime_ms,
     parse_duration,
     reset_plan,
 )
@@ -79,8 +80,11 @@ def groups_reset_offsets(
     ] = False,
     to_offset: Annotated[int | None, typer.Option("--to-offset", help="This offset.")] = None,
     to_datetime: Annotated[
-        datetime | None,
-        typer.Option("--to-datetime", help="First offset at or after, e.g. 2026-11-01T12:00:00."),
+        str | None,
+        typer.Option(
+            "--to-datetime",
+            help="First offset at or after, e.g. 2026-11-01T12:00:00.000 (UTC unless a zone).",
+        ),
     ] = None,
     by_duration: Annotated[
         str | None,
@@ -137,7 +141,7 @@ def _scenario(
     to_latest: bool,
     to_current: bool,
     to_offset: int | None,
-    to_datetime: datetime | None,
+    to_datetime: str | None,
     by_duration: str | None,
     shift_by: int | None,
     from_file: Path | None,
@@ -152,7 +156,10 @@ def _scenario(
     if sum(given.values()) != 1:
         fail(f"give exactly one of {', '.join(given)}", ExitCode.USAGE)
     if to_datetime is not None:
-        return Scenario(timestamp_ms=int(to_datetime.timestamp() * 1000))
+        try:
+            return Scenario(timestamp_ms=parse_datetime_ms(to_datetime))
+        except ValueError as exc:
+            fail(f"--to-datetime: {exc}", ExitCode.USAGE)
     if by_duration is not None:
         try:
             duration = parse_duration(by_duration)

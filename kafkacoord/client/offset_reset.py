@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "ResetMode",
     "at_timestamps",
     "clamp",
+    "parse_datetime_ms",
     "parse_duration",
     "reset_plan",
 ]
@@ -105,3 +106,18 @@ def parse_duration(text: str) -> timedelta:
     except OverflowError as exc:
         raise ValueError(f"Duration {text!r} is too large") from exc
     return -duration if sign == "-" else duration
+
+
+def parse_datetime_ms(text: str) -> int:
+    """``--to-datetime``, as Kafka's Utils.getDateTime reads it: ISO-8601 with a ``T``,
+    e.g. 2026-11-01T12:00:00.000, and a zone (Z, +02:00) or none, which means UTC.
+    Kafka insists on the milliseconds; they may be left out here."""
+    if "T" not in text:
+        raise ValueError(f"{text!r} is not YYYY-MM-DDTHH:mm:SS.sss (the 'T' is missing)")
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not YYYY-MM-DDTHH:mm:SS.sss[zone]") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1000)

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,10 @@ def test_every_reset_scenario_against_a_daemon(parity: Parity) -> None:
     csv = run("groups", "reset-offsets", "-g", g1, "--topic", t, "--by-duration", "PT1H",
               "--dry-run", "--export")  # fmt: skip
     assert csv == f"{t},0,{OLD}\n{t},1,{OLD}\n"
+    # --to-datetime the same instant, in Kafka's format: without a zone it is UTC.
+    hour_ago = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000")
+    assert run("groups", "reset-offsets", "-g", g1, "--topic", t, "--to-datetime", hour_ago,
+               "--export") == csv  # fmt: skip
     assert parity.committed(g1) == {(t, 0): 2}  # a dry run changes nothing
     plan = parity.root / "g1.csv"
     plan.write_text(csv)

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from kafkacoord.client.offset_reset import at_timestamps, clamp, parse_duration, reset_plan
+from kafkacoord.client.offset_reset import (
+    at_timestamps,
+    clamp,
+    parse_datetime_ms,
+    parse_duration,
+    reset_plan,
+)
 
 A, B, C = ("t", 0), ("t", 1), ("u", 0)
 STARTS = {A: 10, B: 0, C: 5}
@@ -85,3 +91,24 @@ def test_durations_parse_as_java_time_duration_parses_them(text: str, expected: 
 def test_what_java_time_duration_refuses_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="cannot be parsed to a Duration"):
         parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "utc"),
+    [
+        ("2026-11-01T12:00:00.000", "2026-11-01T12:00:00"),  # no zone: UTC, as in Kafka
+        ("2026-11-01T12:00:00", "2026-11-01T12:00:00"),
+        ("2026-11-01T12:00:00.250Z", "2026-11-01T12:00:00.250"),
+        ("2026-11-01T14:00:00.000+02:00", "2026-11-01T12:00:00"),
+        ("2026-11-01T07:00:00.000-0500", "2026-11-01T12:00:00"),
+    ],
+)
+def test_datetimes_parse_as_kafka_reads_them(text: str, utc: str) -> None:
+    expected = datetime.fromisoformat(utc).replace(tzinfo=UTC).timestamp() * 1000
+    assert parse_datetime_ms(text) == int(expected)
+
+
+@pytest.mark.parametrize("text", ["2026-11-01", "12:00:00", "2026-11-01T25:00:00", "yesterday"])
+def test_what_is_not_a_kafka_datetime_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="YYYY-MM-DDTHH:mm:SS"):
+        parse_datetime_ms(text)
