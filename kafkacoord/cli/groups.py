@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from confluent_kafka import Consumer, TopicPartition
 
 from kafkacoord.cli.common import (
     BootstrapOption,
@@ -24,15 +22,12 @@ from kafkacoord.cli.group_documents import group_document
 from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
 from kafkacoord.cli.render import table
 from kafkacoord.client import GroupAdmin
-from kafkacoord.client.classic_member import broker_partition_counts
 from kafkacoord.client.errors import RequestError
-from kafkacoord.client.offset_reset import ResetMode, clamp, reset_plan
 from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.storage.clients import base_config
 from kafkacoord.storage.errors import StorageError
-from kafkacoord.storage.watermarks import EndOffsetProbe, log_end_offsets
+from kafkacoord.storage.watermarks import log_end_offsets
 
 groups_app = typer.Typer(
     help="List, describe, delete groups and manage their offsets.", no_args_is_help=True
@@ -93,7 +88,7 @@ def groups_list(
          *((gr.state,) if state else ()))
         for gr in groups
     ]  # fmt: skip
-    _print([header, *rows])
+    print_rows([header, *rows])
 
 
 @groups_app.command("describe")
@@ -138,7 +133,7 @@ def groups_describe(
                 str(len(described.members)),
             ),
         ]
-        _print(rows)
+        print_rows(rows)
         return
     if members:
         header = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
@@ -158,7 +153,7 @@ def groups_describe(
             if verbose:
                 row.append(",".join(f"{t}:{p}" for t, p in parts) or "-")
             rows.append(tuple(row))
-        _print(rows)
+        print_rows(rows)
         return
     owners: dict[TP, tuple[str, str, str]] = {}
     for m in described.members:
@@ -200,7 +195,7 @@ def groups_describe(
     if len(rows) == 1:
         typer.echo(f"Consumer group '{group}' has no active members and no committed offsets.")
         return
-    _print(rows)
+    print_rows(rows)
 
 
 def _describe_consumer_group(
@@ -209,7 +204,7 @@ def _describe_consumer_group(
     """Kafka 4's columns for a consumer (KIP-848) group: its epochs, and each member's
     epoch, state and assignment (with --verbose, its target too)."""
     if not members:
-        _print([
+        print_rows([
             ("GROUP", "TYPE", "COORDINATOR (SHARD)", "ASSIGNMENT-STRATEGY", "STATE",
              "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"),
             (group.group_id, "Consumer", str(shard), group.assignor_name, group.state,
@@ -228,14 +223,14 @@ def _describe_consumer_group(
         if verbose:
             row += [str(group.assignment_epoch), _render(m.target_assignment)]
         rows.append(row)
-    _print(rows)
+    print_rows(rows)
 
 
 def _render(assignment: list[g.HeartbeatTopicPartitions]) -> str:
     return ",".join(f"{a.topic}:{p}" for a in assignment for p in a.partitions) or "-"
 
 
-def _print(rows: Sequence[Sequence[str]]) -> None:
+def print_rows(rows: Sequence[Sequence[str]]) -> None:
     for line in table(rows):
         typer.echo(line)
 
@@ -255,7 +250,7 @@ def groups_delete(
     typer.echo(f"Deletion of requested consumer groups ('{group}') was successful.")
 
 
-def _parse_topic(spec: str) -> tuple[str, list[int] | None]:
+def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
     """``topic`` or ``topic:0,1,2`` as kafka-consumer-groups takes them."""
     topic, sep, parts = spec.partition(":")
     if not sep:
@@ -263,121 +258,8 @@ def _parse_topic(spec: str) -> tuple[str, list[int] | None]:
     try:
         return topic, [int(p) for p in parts.split(",")]
     except ValueError:
-        fail(f"--topic expects TOPIC or TOPIC:P1,P2, got {spec!r}", 2)
+        fail(f"--topic expects TOPIC or TOPIC:P1,P2, got {spec!r}", ExitCode.USAGE)
         raise
-
-
-def _target_partitions(
-    servers: str, topics: list[str], all_topics: bool, committed: dict[TP, object]
-) -> list[TP]:
-    if all_topics:
-        return sorted(committed)
-    counts = broker_partition_counts(servers)
-    chosen: list[TP] = []
-    for spec in topics:
-        topic, parts = _parse_topic(spec)
-        if parts is None:
-            count = counts([topic]).get(topic)
-            if count is None:
-                fail(f"topic {topic!r} does not exist")
-            parts = list(range(count or 0))
-        chosen.extend((topic, p) for p in parts)
-    return sorted(chosen)
-
-
-def _offsets_at(servers: str, ends: dict[TP, int], when: datetime) -> dict[TP, int]:
-    """The first offset at or after ``when``; the log end where there is none (Kafka's rule)."""
-    consumer = Consumer(base_config(servers, "kafkacoord-reset", **{"group.id": "kc-reset"}))
-    try:
-        ms = int(when.timestamp() * 1000)
-        found = consumer.offsets_for_times([TopicPartition(t, p, ms) for t, p in ends], 30)
-    finally:
-        consumer.close()
-    return {
-        (tp.topic, tp.partition): tp.offset if tp.offset >= 0 else ends[(tp.topic, tp.partition)]
-        for tp in found
-    }
-
-
-@groups_app.command("reset-offsets")
-def groups_reset_offsets(
-    group: GroupOption,
-    topic: Annotated[
-        list[str] | None, typer.Option("--topic", help="TOPIC or TOPIC:P1,P2.")
-    ] = None,
-    all_topics: Annotated[
-        bool, typer.Option("--all-topics", help="Every committed topic.")
-    ] = False,
-    to_earliest: Annotated[bool, typer.Option("--to-earliest")] = False,
-    to_latest: Annotated[bool, typer.Option("--to-latest")] = False,
-    to_offset: Annotated[int | None, typer.Option("--to-offset")] = None,
-    to_datetime: Annotated[
-        datetime | None, typer.Option("--to-datetime", help="e.g. 2026-11-01T12:00:00")
-    ] = None,
-    shift_by: Annotated[int | None, typer.Option("--shift-by")] = None,
-    execute: Annotated[bool, typer.Option("--execute", help="Apply (default: dry run).")] = False,
-    config: ConfigOption = None,
-    bootstrap: BootstrapOption = None,
-    kafka_config: KafkaConfigOption = None,
-) -> None:
-    """Reset committed offsets; the group must be empty. Prints the plan, applies with --execute."""
-    chosen = [
-        to_earliest,
-        to_latest,
-        to_offset is not None,
-        to_datetime is not None,
-        shift_by is not None,
-    ]
-    if sum(chosen) != 1:
-        fail(
-            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
-            "--shift-by",
-            2,
-        )
-    if bool(topic) == all_topics:
-        fail("give either --topic or --all-topics", 2)
-    with group_session(config, bootstrap, kafka_config) as (admin, servers):
-        committed = admin.committed(group)
-        partitions = _target_partitions(servers, topic or [], all_topics, dict(committed))
-        if not partitions:
-            fail("no partitions to reset")
-        with EndOffsetProbe(servers, client_id="kafkacoord-reset") as probe:
-            starts, ends = probe.earliest(partitions), probe.latest(partitions)
-        if to_datetime is not None:
-            plan = clamp(_offsets_at(servers, ends, to_datetime), starts, ends)
-        else:
-            mode: ResetMode = (
-                "latest" if to_latest else "earliest" if to_earliest
-                else "offset" if to_offset is not None else "shift"
-            )  # fmt: skip
-            value = to_offset if to_offset is not None else shift_by or 0
-            plan = reset_plan(
-                mode, partitions, committed={tp: p.offset for tp, p in committed.items()},
-                starts=starts, ends=ends, value=value,
-            )  # fmt: skip
-        errors: dict[TP, ErrorCode] = {}
-        if execute:
-            errors = {
-                tp: e
-                for tp, e in admin.reset_offsets(group, plan).items()
-                if e is not ErrorCode.NONE
-            }
-    _print(
-        [
-            ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
-            *((group, t, str(p), str(o)) for (t, p), o in sorted(plan.items())),
-        ]
-    )
-    if errors:
-        names = {e.name for e in errors.values()}
-        hint = (
-            " (the group must be empty: stop its members first)"
-            if "UNKNOWN_MEMBER_ID" in names or "REBALANCE_IN_PROGRESS" in names
-            else ""
-        )
-        fail(f"reset failed for {len(errors)} partitions: {', '.join(sorted(names))}{hint}")
-    if not execute:
-        typer.echo("(dry run: add --execute to apply)")
 
 
 @groups_app.command("delete-offsets")
@@ -393,7 +275,7 @@ def groups_delete_offsets(
         committed = admin.committed(group)
         partitions: list[TP] = []
         for spec in topic:
-            name, parts = _parse_topic(spec)
+            name, parts = parse_topic_spec(spec)
             partitions += (
                 [(name, p) for p in parts]
                 if parts is not None
@@ -405,6 +287,6 @@ def groups_delete_offsets(
         rows.append(
             (t, str(p), "Successful" if error is ErrorCode.NONE else f"Error: {error.name}")
         )
-    _print(rows)
+    print_rows(rows)
     if any(e is not ErrorCode.NONE for e in results.values()):
         raise typer.Exit(1)

@@ -14,6 +14,7 @@ from kafkacoord import __version__, logs
 from kafkacoord.cli import (
     acls,
     console,
+    group_reset,  # noqa: F401  (registers groups reset-offsets)
     groups,
     leaders,
     nodes,

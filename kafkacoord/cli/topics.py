@@ -3,7 +3,8 @@ and alter-configs, after kafka-configs."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -20,7 +21,10 @@ from kafkacoord.cli.common import (
 )
 from kafkacoord.cli.documents import topic_descriptions, topic_list
 from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
-from kafkacoord.cli.render import PartitionFilter, describe_topics, select_partitions
+from kafkacoord.cli.render import PartitionFilter, describe_topics, select_partitions, table
+from kafkacoord.client.errors import RequestError
+from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.coordinator.protocol import controller_api as api
 
 topics_app = typer.Typer(
     help="Create, list, describe, delete and grow topics.", no_args_is_help=True
@@ -43,6 +47,9 @@ def topics_create(
     disable_rack_aware: Annotated[
         bool, typer.Option("--disable-rack-aware", help="Ignore racks in placement.")
     ] = False,
+    if_not_exists: Annotated[
+        bool, typer.Option("--if-not-exists", help="Succeed if the topic already exists.")
+    ] = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
@@ -52,10 +59,16 @@ def topics_create(
     if replica_assignment is not None:
         assignment = dict(enumerate(parse_replica_assignment(replica_assignment)))
     with admin_session(config, bootstrap, kafka_config) as admin:
-        created = admin.create_topic(
-            topic, partitions, replication_factor, replica_assignment=assignment,
-            configs=parse_configs(config_entry or []), rack_aware=not disable_rack_aware,
-        )  # fmt: skip
+        try:
+            created = admin.create_topic(
+                topic, partitions, replication_factor, replica_assignment=assignment,
+                configs=parse_configs(config_entry or []), rack_aware=not disable_rack_aware,
+            )  # fmt: skip
+        except RequestError as exc:
+            if not (if_not_exists and exc.code is ErrorCode.TOPIC_ALREADY_EXISTS):
+                raise
+            typer.echo(f"Topic {topic} already exists: left as it is.")
+            return
     typer.echo(f"Created topic {topic}.")
     for partition, replicas in sorted(created.assignment.items()):
         typer.echo(f"\tPartition: {partition}\tReplicas: {','.join(map(str, replicas))}")
@@ -90,25 +103,60 @@ def topics_describe(
     under_min_isr_partitions: Annotated[
         bool, typer.Option("--under-min-isr-partitions", help="Only ISR < min.insync.replicas.")
     ] = False,
+    configs: Annotated[
+        bool,
+        typer.Option("--configs", help="With --topic: each config, its default and source."),
+    ] = False,
     output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
-    """Describe topics with kafka-topics' columns."""
+    """Describe topics with kafka-topics' columns; with --configs, a topic's configs as
+    kafka-configs --describe --all shows them."""
+    only = PartitionFilter(
+        under_replicated_partitions, unavailable_partitions, under_min_isr_partitions
+    )
+    if configs:
+        if topic is not None and not any(only):
+            _describe_configs(topic, output, config, bootstrap, kafka_config)
+            return
+        fail("--configs takes --topic and no partition filter", ExitCode.USAGE)
     with admin_session(config, bootstrap, kafka_config) as admin:
         image = admin.metadata()
     if topic is not None and image.topic(topic) is None:
         fail(f"Topic '{topic}' does not exist.", ExitCode.NOT_FOUND)
     names = [topic] if topic else None
-    only = PartitionFilter(
-        under_replicated_partitions, unavailable_partitions, under_min_isr_partitions
-    )
     if output is OutputFormat.json:
         print_json(topic_descriptions(select_partitions(image, names, only), any(only)))
         return
     for line in describe_topics(image, names, only):
         typer.echo(line)
+
+
+def _describe_configs(
+    topic: str,
+    output: OutputFormat,
+    config: Path | None,
+    bootstrap: str | None,
+    kafka_config: Path | None,
+) -> None:
+    with admin_session(config, bootstrap, kafka_config) as admin:
+        described = admin.describe_topic_configs(topic)
+    if output is OutputFormat.json:
+        print_json(configs_document(topic, described))
+        return
+    typer.echo(f"All configs for topic {topic} are:")
+    rows = [("CONFIG", "VALUE", "SOURCE", "DEFAULT")]
+    rows += [(c.name, c.value, c.source, "-" if c.default is None else c.default)
+             for c in described]  # fmt: skip
+    for line in table(rows):
+        typer.echo(f"  {line}")
+
+
+def configs_document(topic: str, described: list[api.DescribedConfig]) -> dict[str, Any]:
+    """``topics describe --configs --output json`` (schemas/topics-describe-configs.json)."""
+    return {"topic": topic, "configs": [c.model_dump() for c in described]}
 
 
 @topics_app.command("delete")

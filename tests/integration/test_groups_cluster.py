@@ -202,10 +202,10 @@ def test_groups_commands_end_to_end(groups: GroupCluster, prefix: str) -> None:
     # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...: 15 records per partition.
     assert [r[1:6] for r in rows] == [[topic, "0", "5", "15", "10"], [topic, "1", "7", "15", "8"]]
     assert "Stable" in run("describe", "--group", group, "--state")
-    # Resetting needs an empty group: refused while the member is in it.
+    # Resetting needs an empty group: refused while the member is in it (exit 4).
     refused = run("reset-offsets", "--group", group, "--topic", topic, "--to-earliest",
-                  "--execute", code=1)  # fmt: skip
-    assert "allowed only while the group is Empty" in refused
+                  "--execute", code=4)  # fmt: skip
+    assert "can only be reset if the group" in refused and "state is Stable" in refused
     member.close()
     wait_until(lambda: "Empty" in run("describe", "--group", group, "--state"), what="empty")
     plan = run("reset-offsets", "--group", group, "--topic", topic, "--to-latest")

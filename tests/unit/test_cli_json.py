@@ -13,7 +13,9 @@ from jsonschema.exceptions import ValidationError
 
 from kafkacoord.cli import documents
 from kafkacoord.cli.common import ExitCode, exit_code
+from kafkacoord.cli.group_reset import reset_document
 from kafkacoord.cli.render import PartitionFilter, describe_topics, select_partitions
+from kafkacoord.cli.topics import configs_document
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
 from tests.unit.controller.support import Cluster, quiet_config
@@ -34,7 +36,7 @@ def valid(name: str, document: Any) -> Any:
 
 def test_every_schema_is_a_valid_2020_12_schema() -> None:
     names = sorted(p.name for p in SCHEMAS.iterdir() if p.name.endswith(".json"))
-    assert len(names) == 11
+    assert len(names) == 13
     for name in names:
         Draft202012Validator.check_schema(json.loads(SCHEMAS.joinpath(name).read_text()))
 
@@ -101,6 +103,24 @@ def test_election_results_as_json() -> None:
     ]
     answer = valid("elect-leaders", documents.election_results("preferred", results))
     assert [p["outcome"] for p in answer["partitions"]] == ["elected", "not_needed", "failed"]
+
+
+def test_a_topics_configs_as_json(moving: Cluster) -> None:
+    reply = moving.ok(api.DescribeTopicConfigs(topic="t"))
+    answer = valid("topics-describe-configs", configs_document("t", reply.configs))
+    assert answer["configs"][0] == {"name": "min.insync.replicas", "value": "2",
+                                    "default": "1", "source": "DYNAMIC_TOPIC_CONFIG"}  # fmt: skip
+
+
+def test_a_reset_plan_as_json() -> None:
+    plans = {"g": {("t", 1): 7, ("t", 0): 5}, "h": {}}
+    errors = {"g": {("t", 1): ErrorCode.UNKNOWN_MEMBER_ID}}
+    answer = valid("groups-reset-offsets", reset_document(plans, errors, executed=True))
+    assert answer == {"executed": True, "groups": [
+        {"group_id": "g", "partitions": [
+            {"topic": "t", "partition": 0, "new_offset": 5, "error": None},
+            {"topic": "t", "partition": 1, "new_offset": 7, "error": "UNKNOWN_MEMBER_ID"}]},
+        {"group_id": "h", "partitions": []}]}  # fmt: skip
 
 
 def test_a_schema_rejects_what_it_does_not_name() -> None:

@@ -101,6 +101,10 @@ class ControllerAdmin:
                                      validate_only=validate_only)  # fmt: skip
         return self.call(body, api.AlterTopicConfigsResponse)
 
+    def describe_topic_configs(self, topic: str) -> list[api.DescribedConfig]:
+        body = api.DescribeTopicConfigs(topic=topic)
+        return self.call(body, api.DescribeTopicConfigsResponse).configs
+
     def alter_reassignments(
         self, targets: Mapping[tuple[str, int], Sequence[int] | None]
     ) -> list[api.PartitionResult]:

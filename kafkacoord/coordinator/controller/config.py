@@ -115,6 +115,14 @@ class ControllerConfig:
             raise ValueError(f"internal topic names must be unique (got {names})")
         object.__setattr__(self, "internal_topics", tuple(self.internal_topics))
 
+    def topic_config_defaults(self) -> dict[str, str]:
+        """The topic configs the controller acts on, with the value a topic that does not
+        set them gets (Kafka's DEFAULT_CONFIG for DescribeConfigs)."""
+        return {
+            MIN_INSYNC_REPLICAS: str(self.default_min_insync_replicas),
+            UNCLEAN_LEADER_ELECTION: str(self.unclean_leader_election_enable).lower(),
+        }
+
     def internal_topic(self, name: str) -> InternalTopicSpec | None:
         return next((spec for spec in self.internal_topics if spec.name == name), None)
 

@@ -131,6 +131,7 @@ class ControllerShard:
             "DeleteTopic": self._delete_topic,
             "CreatePartitions": self.topic_creator.create_partitions,
             "AlterTopicConfigs": self.topic_configs.alter,
+            "DescribeTopicConfigs": self.topic_configs.describe,
             "AlterReassignments": self.reassignments.alter,
             "ElectLeaders": self.leadership.elect_leaders,
             "StartRebalance": self.rebalances.start,

@@ -12,6 +12,9 @@ from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol.controller_api import (
     AlterTopicConfigs,
     AlterTopicConfigsResponse,
+    DescribedConfig,
+    DescribeTopicConfigs,
+    DescribeTopicConfigsResponse,
 )
 
 from .batch import Batch
@@ -45,6 +48,22 @@ class TopicConfigManager:
         if topic.configs.get(MIN_INSYNC_REPLICAS) != configs.get(MIN_INSYNC_REPLICAS):
             cleared = self._clear_elr(batch, body.topic)
         return AlterTopicConfigsResponse(configs=configs, elr_cleared=cleared)
+
+    def describe(self, batch: Batch, body: DescribeTopicConfigs) -> DescribeTopicConfigsResponse:
+        """Every config the topic sets or the controller has a default for."""
+        topic = batch.topic(body.topic)
+        if topic is None or topic.deleting:
+            raise ProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"topic {body.topic!r} does not exist")  # fmt: skip
+        defaults = self.config.topic_config_defaults()
+        return DescribeTopicConfigsResponse(configs=[
+            DescribedConfig(
+                name=name, value=topic.configs.get(name, defaults.get(name, "")),
+                default=defaults.get(name),
+                source="DYNAMIC_TOPIC_CONFIG" if name in topic.configs else "DEFAULT_CONFIG",
+            )
+            for name in sorted(set(defaults) | set(topic.configs))
+        ])  # fmt: skip
 
     @staticmethod
     def _clear_elr(batch: Batch, topic: str) -> int:

@@ -67,6 +67,8 @@ CONTROLLER_APIS: Final[dict[str, ApiSpec]] = {
         _spec(
             44, c.AlterTopicConfigs, c.AlterTopicConfigsResponse, admin=True, refused_with=_TOPIC
         ),
+        # DescribeConfigs, for topics: a read, so any client may call it.
+        _spec(32, c.DescribeTopicConfigs, c.DescribeTopicConfigsResponse),
         _spec(45, c.AlterReassignments, c.PartitionResults, admin=True),
         _spec(43, c.ElectLeaders, c.PartitionResults, admin=True),
         # kafkacoord's own: Cruise Control's rebalance and stop_proposal_execution.

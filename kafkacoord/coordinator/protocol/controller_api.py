@@ -219,6 +219,26 @@ class AlterTopicConfigs(Body):
     validate_only: bool = False
 
 
+class DescribeTopicConfigs(Body):
+    """kafka-configs --describe --all --entity-type topics (DescribeConfigs for a topic)."""
+
+    topic: TopicName
+
+
+class DescribedConfig(Body):
+    name: str
+    value: str
+    # The controller's default for this config; None for a config it does not act on.
+    default: str | None
+    # Kafka's ConfigSource: DYNAMIC_TOPIC_CONFIG (the topic's override) or
+    # DEFAULT_CONFIG (the controller's default).
+    source: Literal["DYNAMIC_TOPIC_CONFIG", "DEFAULT_CONFIG"]
+
+
+class DescribeTopicConfigsResponse(Body):
+    configs: list[DescribedConfig]
+
+
 class AlterTopicConfigsResponse(Body):
     configs: dict[str, str]
     # Partitions whose ELR was cleared because min.insync.replicas changed (KIP-966).
