@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from kafkacoord.coordinator.groups.assignors.common import TopicPartition
@@ -16,6 +16,10 @@ from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.wire import ClientTls
 
 from .base import GroupChannel
+
+# Partitions per admin OffsetCommit: an encoded partition takes about 66 bytes, so a
+# chunk stays well under the listener's 1 MiB request limit (socket.request.max.bytes).
+RESET_CHUNK_PARTITIONS = 5_000
 
 
 def _by_topic(partitions: Collection[TopicPartition]) -> list[g.FetchTopic]:
@@ -106,12 +110,30 @@ class GroupAdmin:
                 if p.offset >= 0}  # fmt: skip
 
     def reset_offsets(
-        self, group: str, offsets: Mapping[TopicPartition, int]
+        self,
+        group: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        on_progress: Callable[[int], None] | None = None,
     ) -> dict[TopicPartition, ErrorCode]:
         """Commit as an admin (generation -1): the coordinator allows it only while the
-        group is empty, as Kafka does."""
+        group is empty, as Kafka does. Sent in chunks of ``RESET_CHUNK_PARTITIONS``, each
+        reported to ``on_progress`` once answered; a chunk refused (the group gained a
+        member meanwhile) answers for its own partitions only."""
+        errors: dict[TopicPartition, ErrorCode] = {}
+        ordered = sorted(offsets.items())
+        for start in range(0, len(ordered), RESET_CHUNK_PARTITIONS):
+            chunk = ordered[start : start + RESET_CHUNK_PARTITIONS]
+            errors |= self._commit_as_admin(group, chunk)
+            if on_progress is not None:
+                on_progress(len(chunk))
+        return errors
+
+    def _commit_as_admin(
+        self, group: str, offsets: Collection[tuple[TopicPartition, int]]
+    ) -> dict[TopicPartition, ErrorCode]:
         topics: dict[str, list[g.CommitPartition]] = {}
-        for (topic, partition), offset in sorted(offsets.items()):
+        for (topic, partition), offset in offsets:
             topics.setdefault(topic, []).append(
                 g.CommitPartition(partition=partition, offset=offset)
             )

@@ -27,6 +27,8 @@ from kafkacoord.cli.common import ExitCode
 from kafkacoord.client import ClassicProtocolMember, GroupAdmin
 from kafkacoord.client.admin import read_metadata
 from kafkacoord.client.agent import NodeAgent
+from kafkacoord.client.group_admin import RESET_CHUNK_PARTITIONS
+from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.storage.kafka_jars import java_binary, kafka_classpath
 from kafkacoord.storage.topics import InternalTopics
 
@@ -259,3 +261,14 @@ def test_topics_create_if_not_exists_and_describe_configs(parity: Parity) -> Non
     assert lines[2].split() == ["min.insync.replicas", "1", "DEFAULT_CONFIG", "1"]
     assert lines[3].split() == ["retention.ms", "60000", "DYNAMIC_TOPIC_CONFIG", "-"]
     run("topics", "describe", "-t", "nope", "--configs", code=ExitCode.NOT_FOUND)
+
+
+def test_a_reset_larger_than_one_request_lands_whole_in_chunks(parity: Parity) -> None:
+    # 20,000 partitions encode to about 1.3 MB: more than the listener takes in one request.
+    offsets = {(f"{parity.prefix}wide", p): p + 1 for p in range(20_000)}
+    reported: list[int] = []
+    with parity.admin() as admin:
+        errors = admin.reset_offsets("wide-reset", offsets, on_progress=reported.append)
+    assert set(errors.values()) == {ErrorCode.NONE}
+    assert reported == [RESET_CHUNK_PARTITIONS] * (20_000 // RESET_CHUNK_PARTITIONS)
+    assert parity.committed("wide-reset") == offsets
