@@ -1,13 +1,14 @@
 """Shell completion of topic and group names, asked of the running cluster.
 
 The shell waits on these while the user waits on the shell: each lookup is bounded by
-:data:`TIMEOUT_S` and answers nothing, quietly, when no broker or daemon does.
+:data:`TIMEOUT_S` and answers nothing, quietly, when no broker or daemon answers in time.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,8 +18,10 @@ from kafkacoord.cli.cluster_settings import find_settings
 from kafkacoord.client import GroupAdmin
 from kafkacoord.client.admin import read_metadata
 from kafkacoord.server.settings import Settings
+from kafkacoord.threads import spawn
 
 TIMEOUT_S = 1.5
+_LIBRDKAFKA = logging.getLogger("librdkafka")  # where the clients' librdkafka logs go
 
 
 def complete_topics(ctx: typer.Context, incomplete: str) -> list[str]:
@@ -52,18 +55,33 @@ def _matching(names: list[str], incomplete: str) -> list[str]:
 
 def _lookup(ctx: typer.Context, fetch: Callable[[Settings], list[str]]) -> list[str]:
     """``fetch`` against the cluster that the options typed so far (or the environment
-    and config file) name; nothing on any failure, since a traceback or an error line
-    would land in the middle of the user's command line."""
+    and config file) name, given :data:`TIMEOUT_S` in all; nothing on any failure, since
+    a traceback or an error line would land in the middle of the user's command line."""
     params = ctx.params  # the options typed so far: click parsed them for the completion
-    with _silenced():
+    found: list[str] = []
+
+    def look_up() -> None:
         try:
             settings = find_settings(
                 _path(params.get("config")), params.get("bootstrap"),
                 _path(params.get("kafka_config")),
             )  # fmt: skip
-            return [] if settings is None else fetch(settings)
+            if settings is not None:
+                found.extend(fetch(settings))
         except Exception:
-            return []
+            found.clear()
+
+    # The clients' own timeouts do not add up to one bound (a broker that accepts and
+    # never answers costs a probe, then a read): the shell waits for this thread alone.
+    with _silenced():
+        worker = spawn("completion", look_up)
+        worker.join(TIMEOUT_S)
+    if worker.is_alive():
+        # Given up on: its clients may still log their failures until the process ends,
+        # right after the answer.
+        _LIBRDKAFKA.disabled = True
+        return []
+    return found
 
 
 def _path(value: object) -> Path | None:
