@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     DownloadColumn,
+    FileSizeColumn,
     MofNCompleteColumn,
     Progress,
     ProgressColumn,
@@ -92,7 +93,7 @@ def progress_bar(
         *([SpinnerColumn()] if total is None else []),
         TextColumn("{task.description}"),
         BarColumn(),
-        DownloadColumn() if in_bytes else MofNCompleteColumn(),
+        _count(total, in_bytes),
         *([TextColumn(unit)] if unit else []),
         TimeElapsedColumn() if total is None else TimeRemainingColumn(),
         TextColumn("{task.fields[detail]}"),
@@ -100,3 +101,9 @@ def progress_bar(
     with Progress(*columns, console=console or Console()) as progress:
         task = progress.add_task(description, total=total, detail="")
         yield Bar(progress, task)
+
+
+def _count(total: float | None, in_bytes: bool) -> ProgressColumn:
+    if not in_bytes:
+        return MofNCompleteColumn()
+    return FileSizeColumn() if total is None else DownloadColumn()

@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,11 +44,13 @@ def install_entry_point(bin_dir: Path) -> Path:
     return bin_dir
 
 
-def complete(line: str, bin_dir: Path, env: dict[str, str] | None = None) -> Completed:
-    """What bash offers for ``line`` (a trailing space starts a new, empty word)."""
+def complete(line: str, bin_dir: Path, env: Mapping[str, str | None] | None = None) -> Completed:
+    """What bash offers for ``line`` (a trailing space starts a new, empty word), with
+    ``env`` over this process's environment (None: unset)."""
     words = shlex.split(line) + ([""] if line.endswith(" ") else [])
     script = _BASH.format(words=" ".join(shlex.quote(w) for w in words), cword=len(words) - 1)
-    environ = {**os.environ, **(env or {}), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    merged = {**os.environ, **(env or {}), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    environ = {k: v for k, v in merged.items() if v is not None}
     started = time.monotonic()
     done = subprocess.run(["bash", "--norc", "-c", script], env=environ, capture_output=True,
                           text=True, timeout=60)  # fmt: skip

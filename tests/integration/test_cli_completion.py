@@ -70,7 +70,7 @@ def test_topic_and_group_names_complete_from_the_running_daemon(
         assert complete("kafkacoord topics describe --topic zzz", bin_dir, env).offered == []
 
         # With no bootstrap in the environment, the options typed so far name the cluster.
-        bare = {k: v for k, v in env.items() if k != "KAFKACOORD_BOOTSTRAP"}
+        bare: dict[str, str | None] = {**env, "KAFKACOORD_BOOTSTRAP": None}
         assert complete("kafkacoord topics describe --topic pay", bin_dir, bare).offered == []
         typed = complete(f"kafkacoord groups describe --bootstrap-server {bootstrap} --group o",
                          bin_dir, bare)  # fmt: skip
