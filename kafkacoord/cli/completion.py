@@ -68,7 +68,7 @@ def _lookup(ctx: typer.Context, fetch: Callable[[Settings], list[str]]) -> list[
             )  # fmt: skip
             if settings is not None:
                 found.extend(fetch(settings))
-        except Exception:
+        except Exception:  # any failure: offer nothing rather than a traceback
             found.clear()
 
     # The clients' own timeouts do not add up to one bound (a broker that accepts and
