@@ -11,6 +11,8 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
+from kafkacoord.cli.cluster_settings import find_settings
+from kafkacoord.cli.completion import complete_topics
 from kafkacoord.cli.reassign_files import (
     ReassignmentFileError,
 )
@@ -18,11 +20,8 @@ from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.client.errors import RequestError
 from kafkacoord.coordinator.controller.placement import AdminOperationError
 from kafkacoord.coordinator.protocol import ErrorCode
-from kafkacoord.server.settings import Settings, load_settings
+from kafkacoord.server.settings import Settings
 from kafkacoord.storage.errors import StorageError
-from kafkacoord.storage.kafka_security import KAFKACOORD, properties_file
-
-BOOTSTRAP_FILE = "bootstrap"
 
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", "-c", help="TOML config file (also $KAFKACOORD_CONFIG).")
@@ -43,7 +42,9 @@ KafkaConfigOption = Annotated[
         "$KAFKACOORD_KAFKA_CONFIG).",
     ),
 ]  # fmt: skip
-TopicOption = Annotated[str, typer.Option("--topic", "-t", help="Topic name.")]
+TopicOption = Annotated[
+    str, typer.Option("--topic", "-t", help="Topic name.", autocompletion=complete_topics)
+]
 
 
 class ExitCode(IntEnum):
@@ -92,21 +93,12 @@ def resolve_settings(
     config: Path | None, bootstrap: str | None, kafka_config: Path | None = None
 ) -> Settings:
     try:
-        settings = load_settings(config, bootstrap=bootstrap, kafka_config=kafka_config)
+        settings = find_settings(config, bootstrap, kafka_config)
     except (ValidationError, FileNotFoundError) as exc:
-        fail(f"invalid configuration: {exc}", ExitCode.USAGE)
-    if settings.bootstrap is None:
-        written = settings.data_dir / BOOTSTRAP_FILE
-        if not written.is_file():
-            fail("no broker: pass --bootstrap-server, set KAFKACOORD_BOOTSTRAP, or start "
-                 "a local daemon (./dev.sh daemon)", ExitCode.UNREACHABLE)  # fmt: skip
-        if kafka_config is None and settings.kafka_config is None:
-            # A secured embedded Kafka: its credentials for kafkacoord lie beside it.
-            local = settings.data_dir / "kafka" / properties_file(KAFKACOORD)
-            kafka_config = local if local.is_file() else None
-        settings = load_settings(
-            config, bootstrap=written.read_text().strip(), kafka_config=kafka_config
-        )
+        raise fail(f"invalid configuration: {exc}", ExitCode.USAGE) from exc
+    if settings is None:
+        raise fail("no broker: pass --bootstrap-server, set KAFKACOORD_BOOTSTRAP, or start "
+                   "a local daemon (./dev.sh daemon)", ExitCode.UNREACHABLE)  # fmt: skip
     return settings
 
 

@@ -4,7 +4,7 @@ scenarios, its CSV (``--export``, ``--from-file``) and its group scopes."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -35,6 +35,7 @@ from kafkacoord.client.offset_reset import (
     reset_plan,
 )
 from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.progress import on_terminal, progress_bar
 from kafkacoord.storage.clients import base_config
 from kafkacoord.storage.watermarks import EndOffsetProbe
 
@@ -127,7 +128,12 @@ def groups_reset_offsets(
         groups = list(dict.fromkeys(group or [g.group_id for g in admin.list_groups()]))
         outcome = _plan(admin, servers, groups, scenario, topic or [], all_topics)
         if execute:
-            outcome.errors = apply_plans(admin, outcome.plans)
+            total = sum(len(plan) for plan in outcome.plans.values())
+            watched = on_terminal(json_output=output is OutputFormat.json)
+            with progress_bar(
+                total, "Resetting offsets", enabled=watched, unit="partitions"
+            ) as bar:
+                outcome.errors = apply_plans(admin, outcome.plans, on_progress=bar.advance)
     _print_outcome(outcome, execute=execute, export=export, output=output,
                    with_group=single_group is None)  # fmt: skip
     if not (dry_run or execute):
@@ -234,15 +240,19 @@ def _plan(
 
 
 def apply_plans(
-    admin: GroupAdmin, plans: Mapping[str, Mapping[TP, int]]
+    admin: GroupAdmin,
+    plans: Mapping[str, Mapping[TP, int]],
+    on_progress: Callable[[int], None] | None = None,
 ) -> dict[str, dict[TP, ErrorCode]]:
-    """--execute: commit each group's plan as an admin; the partitions that failed."""
+    """--execute: commit each group's plan as an admin; the partitions that failed.
+    ``on_progress`` hears of each chunk of partitions as it lands."""
     errors: dict[str, dict[TP, ErrorCode]] = {}
     for group, plan in plans.items():
         if not plan:
             continue
+        answers = admin.reset_offsets(group, plan, on_progress=on_progress)
         failed: dict[TP, ErrorCode] = {
-            tp: e for tp, e in admin.reset_offsets(group, plan).items() if e is not ErrorCode.NONE
+            tp: e for tp, e in answers.items() if e is not ErrorCode.NONE
         }
         if failed:
             errors[group] = failed

@@ -18,6 +18,7 @@ from kafkacoord.cli.common import (
     fail,
     resolve_settings,
 )
+from kafkacoord.cli.completion import complete_groups, complete_topics
 from kafkacoord.cli.group_documents import group_document
 from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
 from kafkacoord.cli.render import table
@@ -32,7 +33,9 @@ from kafkacoord.storage.watermarks import log_end_offsets
 groups_app = typer.Typer(
     help="List, describe, delete groups and manage their offsets.", no_args_is_help=True
 )
-GroupOption = Annotated[str, typer.Option("--group", "-g", help="Group id.")]
+GroupOption = Annotated[
+    str, typer.Option("--group", "-g", help="Group id.", autocompletion=complete_groups)
+]
 TP = tuple[str, int]
 
 
@@ -265,7 +268,10 @@ def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
 @groups_app.command("delete-offsets")
 def groups_delete_offsets(
     group: GroupOption,
-    topic: Annotated[list[str], typer.Option("--topic", help="TOPIC or TOPIC:P1,P2.")],
+    topic: Annotated[
+        list[str],
+        typer.Option("--topic", help="TOPIC or TOPIC:P1,P2.", autocompletion=complete_topics),
+    ],
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,

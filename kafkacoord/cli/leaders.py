@@ -14,6 +14,7 @@ from kafkacoord.cli.common import (
     admin_session,
     fail,
 )
+from kafkacoord.cli.completion import complete_topics
 from kafkacoord.cli.documents import election_results
 from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
 from kafkacoord.coordinator.protocol import ErrorCode
@@ -21,7 +22,9 @@ from kafkacoord.coordinator.protocol import ErrorCode
 
 def elect_leaders(
     election_type: Annotated[str, typer.Option(help="preferred or unclean.")],
-    topic: Annotated[str | None, typer.Option(help="Topic of --partition.")] = None,
+    topic: Annotated[
+        str | None, typer.Option(help="Topic of --partition.", autocompletion=complete_topics)
+    ] = None,
     partition: Annotated[int | None, typer.Option(help="Partition of --topic.")] = None,
     all_topic_partitions: Annotated[
         bool, typer.Option("--all-topic-partitions", help="Every partition.")

@@ -31,7 +31,6 @@ app = typer.Typer(
     name="kafkacoord",
     help="Kafka's controller and group coordinator, with all state stored on Kafka.",
     no_args_is_help=True,
-    add_completion=False,
 )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +26,9 @@ from kafkacoord.cli.reassign_files import (
     propose,
 )
 from kafkacoord.cli.render import reassignment_lines
+from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.coordinator.protocol import ErrorCode
+from kafkacoord.progress import on_terminal, progress_bar
 
 reassign_app = typer.Typer(
     help="Partition reassignment, with kafka-reassign-partitions' JSON files.",
@@ -77,11 +81,14 @@ def reassign_generate(
 @reassign_app.command("execute")
 def reassign_execute(
     reassignment_json_file: FileOption,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait until every reassignment has finished.")
+    ] = False,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
-    """Start the reassignments in the file."""
+    """Start the reassignments in the file (with --wait, follow them to the end)."""
     with admin_session(config, bootstrap, kafka_config) as admin:
         targets = parse_reassignment(reassignment_json_file.read_text())
         image = admin.metadata()
@@ -90,7 +97,37 @@ def reassign_execute(
         typer.echo(format_reassignment(current))
         typer.echo("\nSave this to use as the --reassignment-json-file option during rollback")
         results = admin.alter_reassignments(dict(targets.items()))
-    _report(results, "Successfully started partition reassignment", "start reassignment")
+        _report(results, "Successfully started partition reassignment", "start reassignment")
+        if wait:
+            _wait(admin, targets)
+
+
+def _wait(admin: ControllerAdmin, targets: dict[tuple[str, int], list[int]]) -> None:
+    """Until no partition of ``targets`` is reassigning: a bar on a terminal, else a line
+    per change; then as ``verify``, exit 1 unless every one ended on its target."""
+    drawing = on_terminal()
+    last = ""
+    with progress_bar(len(targets), "Reassignment", enabled=drawing, unit="partitions") as bar:
+        while True:
+            verified = reassignment_verification(admin.metadata(), targets)
+            counts = Counter(p["status"] for p in verified["partitions"])
+            moving = counts["in_progress"]
+            if drawing:
+                bar.update(completed=counts["completed"], detail=f"{moving} in progress")
+            else:
+                line = (f"Reassignment: {counts['completed']}/{len(targets)} partitions "
+                        f"completed, {moving} in progress")  # fmt: skip
+                if line != last:
+                    typer.echo(line)
+                    last = line
+            if not moving:
+                break
+            time.sleep(1.0)
+    for p in verified["partitions"]:
+        if p["status"] != "completed":
+            typer.echo(_VERDICTS[p["status"]].format(**p), err=True)
+    if not verified["complete"]:
+        raise typer.Exit(ExitCode.FAILED)
 
 
 @reassign_app.command("verify")

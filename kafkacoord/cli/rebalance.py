@@ -25,6 +25,7 @@ from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.client.admin.rebalance import Limits, Proposal, proposal, rebalance_status
 from kafkacoord.coordinator.controller.image import MetadataImage
 from kafkacoord.coordinator.controller.planner_goals import PlanError
+from kafkacoord.progress import on_terminal, progress_bar
 
 rebalance_app = typer.Typer(
     help="Goal-based rebalancing: rack spread, even replicas and leaders, few moves.",
@@ -112,7 +113,7 @@ def execute(
         typer.echo(f"Rebalance {started.proposal_id} {started.state}: {started.moves} "
                    "partitions to move. Follow it with: kafkacoord rebalance status")  # fmt: skip
     if wait:
-        status = _wait(admin, started.proposal_id, quiet=json_output)
+        status = _wait(admin, started.proposal_id, started.moves, quiet=json_output)
         if json_output:
             typer.echo(json.dumps(status, indent=2))
         if status["state"] != "COMPLETED":
@@ -170,19 +171,27 @@ def plan_for(
     return proposal(image, remove, internal=(admin.topics.offsets,))
 
 
-def _wait(admin: ControllerAdmin, proposal_id: str, *, quiet: bool) -> dict[str, Any]:
+def _wait(admin: ControllerAdmin, proposal_id: str, moves: int, *, quiet: bool) -> dict[str, Any]:
+    """Follow the rebalance to its end: a bar on a terminal, else a line per change."""
+    drawing = on_terminal(json_output=quiet)
     last = ""
-    while True:
-        status = rebalance_status(admin.metadata())
-        if status is None or status["proposal_id"] != proposal_id:
-            raise fail(f"rebalance {proposal_id} is gone from the metadata log")
-        line = progress_line(status)
-        if not quiet and line != last:
-            typer.echo(line)
-            last = line
-        if status["state"] in ("COMPLETED", "STOPPED"):
-            return status
-        time.sleep(1.0)
+    with progress_bar(moves, f"Rebalance {proposal_id}", enabled=drawing,
+                      unit="partitions") as bar:  # fmt: skip
+        while True:
+            status = rebalance_status(admin.metadata())
+            if status is None or status["proposal_id"] != proposal_id:
+                raise fail(f"rebalance {proposal_id} is gone from the metadata log")
+            line = progress_line(status)
+            if drawing:
+                bar.update(completed=finished(status), total=status["moves"],
+                           detail=f"{status['in_flight']} in flight, {status['pending']} "
+                           f"pending  {status['state']}")  # fmt: skip
+            elif not quiet and line != last:
+                typer.echo(line)
+                last = line
+            if status["state"] in ("COMPLETED", "STOPPED"):
+                return status
+            time.sleep(1.0)
 
 
 def plan_lines(planned: Proposal) -> list[str]:
@@ -206,12 +215,16 @@ def plan_lines(planned: Proposal) -> list[str]:
     return lines
 
 
+def finished(status: dict[str, Any]) -> int:
+    """Moves that are over: done, or left alone because something else changed them."""
+    return int(status["done"] + status["diverged"])
+
+
 def progress_line(status: dict[str, Any]) -> str:
     total = max(1, status["moves"])
-    finished = status["done"] + status["diverged"]
-    filled = BAR * finished // total
+    filled = BAR * finished(status) // total
     bar = "#" * filled + "." * (BAR - filled)
-    return (f"[{bar}] {finished}/{status['moves']} done, {status['in_flight']} in flight, "
+    return (f"[{bar}] {finished(status)}/{status['moves']} done, {status['in_flight']} in flight, "
             f"{status['pending']} pending  {status['state']}")  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from kafkacoord.cli.common import (
     parse_configs,
     parse_replica_assignment,
 )
+from kafkacoord.cli.completion import complete_topics
 from kafkacoord.cli.documents import topic_descriptions, topic_list
 from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
 from kafkacoord.cli.render import PartitionFilter, describe_topics, select_partitions, table
@@ -93,7 +94,10 @@ def topics_list(
 
 @topics_app.command("describe")
 def topics_describe(
-    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Only this topic.")] = None,
+    topic: Annotated[
+        str | None,
+        typer.Option("--topic", "-t", help="Only this topic.", autocompletion=complete_topics),
+    ] = None,
     under_replicated_partitions: Annotated[
         bool, typer.Option("--under-replicated-partitions", help="Only ISR < replicas.")
     ] = False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
@@ -46,14 +47,21 @@ class GroupAdmin:
             tls=tls, timeout_s=timeout_s,
         )  # fmt: skip
 
-    def list_groups(self, states: Collection[str] = ()) -> list[g.ListedGroup]:
-        """Every shard answers for its own groups; ask them all at once."""
+    def list_groups(
+        self, states: Collection[str] = (), *, timeout_s: float | None = None
+    ) -> list[g.ListedGroup]:
+        """Every shard answers for its own groups; ask them all at once. ``timeout_s``
+        bounds the whole listing, not each shard's call."""
         body = g.ListGroups(states_filter=list(states))
+        deadline = time.monotonic() + (timeout_s or self.channel.timeout_s)
+
+        def listed(shard: int) -> g.ListGroupsResponse:
+            # A floor above zero: the channel reads a zero timeout as "the default".
+            remaining = max(deadline - time.monotonic(), 1e-3)
+            return self.channel.call(shard, body, g.ListGroupsResponse, timeout_s=remaining)
+
         with ThreadPoolExecutor(max_workers=16) as pool:
-            replies = pool.map(
-                lambda shard: self.channel.call(shard, body, g.ListGroupsResponse),
-                range(self.channel.partitions),
-            )
+            replies = pool.map(listed, range(self.channel.partitions))
             groups = [group for reply in replies for group in reply.groups]
         return sorted(groups, key=lambda group: group.group_id)
 

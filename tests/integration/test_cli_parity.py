@@ -272,3 +272,35 @@ def test_a_reset_larger_than_one_request_lands_whole_in_chunks(parity: Parity) -
     assert set(errors.values()) == {ErrorCode.NONE}
     assert reported == [RESET_CHUNK_PARTITIONS] * (20_000 // RESET_CHUNK_PARTITIONS)
     assert parity.committed("wide-reset") == offsets
+
+
+def test_a_reset_on_a_terminal_draws_its_progress_and_a_piped_one_does_not(
+    parity: Parity,
+) -> None:
+    group = f"{parity.prefix}watched"
+    parity.seed(group, {(parity.topic, 0): 1, (parity.topic, 1): 1})
+    args = ["groups", "reset-offsets", "-g", group, "--topic", parity.topic, "--to-earliest"]
+    leader, follower = os.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "kafkacoord", *args, "--execute"],
+            env={**os.environ, **parity.env, "COLUMNS": "120"},
+            stdin=subprocess.DEVNULL, stdout=follower, stderr=subprocess.PIPE, timeout=120,
+        )  # fmt: skip
+        os.close(follower)
+        screen = b""
+        while chunk := _read_pty(leader):
+            screen += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert b"Resetting offsets" in screen and b"2/2" in screen
+    piped = parity.run(*args, "--execute")
+    assert "Resetting offsets" not in piped and "\x1b[" not in piped
+
+
+def _read_pty(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: the writer closed its end
+        return b""

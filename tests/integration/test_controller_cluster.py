@@ -210,12 +210,12 @@ def test_admin_commands_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
     # Move cli-0 onto nodes 5 and 6 with kafka-reassign-partitions' files.
     plan = tmp_path / "plan.json"
     plan.write_text('{"version":1,"partitions":[{"topic":"cli","partition":0,"replicas":[5,6]}]}')
-    assert "Successfully started partition reassignment" in run(
-        "reassign", "execute", "--reassignment-json-file", str(plan)
-    )
-    wait_until(lambda: "is completed" in runner.invoke(
-        app, ["reassign", "verify", "--reassignment-json-file", str(plan)], env=env).output,
-        what="reassignment verified")  # fmt: skip
+    # --wait follows it to the end; piped, a line per change and no bar.
+    out = run("reassign", "execute", "--reassignment-json-file", str(plan), "--wait")
+    assert "Successfully started partition reassignment" in out
+    assert out.splitlines()[-1] == "Reassignment: 1/1 partitions completed, 0 in progress"
+    assert "\x1b" not in out
+    assert "is completed" in run("reassign", "verify", "--reassignment-json-file", str(plan))
     assert "No partition reassignments in progress." in run("reassign", "list")
     topics_file = tmp_path / "topics.json"
     topics_file.write_text('{"version":1,"topics":[{"topic":"cli"}]}')
@@ -263,7 +263,7 @@ def test_rebalance_commands_end_to_end(cluster: Cluster) -> None:
     assert "REPLICAS" in run("rebalance")  # the default command is the plan
 
     out = run("rebalance", "execute", "--max-concurrent-moves-per-node", "2", "--wait")
-    assert "COMPLETED" in out and "[####" in out
+    assert "COMPLETED" in out and "[####" in out and "\x1b" not in out
     status = json.loads(run("rebalance", "status", "--json"))
     assert status["state"] == "COMPLETED" and status["done"] == status["moves"] > 0
     counts = [sum(n in v.replicas for v in cluster.image().partitions_of("skewed"))
