@@ -27,13 +27,15 @@ Each node publishes its address in its registration (``endpoints={"kv": "host:po
 clients and followers look it up in ``__kc_metadata``. Data lives in memory: the copies
 on other nodes are its durability. The data port speaks plaintext JSON lines; the TLS
 options secure the agent's connection to the daemons (as in replicated_service.py).
-The example assumes ``min.insync.replicas=1`` (the default) and no unclean elections.
+Nothing is acknowledged while the ISR is below the topic's ``min.insync.replicas``;
+unclean leader election (off by default) would give up the guarantee.
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import json
 import signal
 import socket
@@ -85,6 +87,10 @@ class Directory:
         if value is None:
             raise SystemExit(f"no topic {topic!r}: create it with `kafkacoord topics create`")
         return value.num_partitions
+
+    def min_insync_replicas(self, topic: str) -> int:
+        with self._lock:
+            return self._image.min_insync_replicas(topic)
 
     def address(self, node_id: int) -> str | None:
         with self._lock:
@@ -229,6 +235,8 @@ class KeyValueNode:
         state = self.agent.replica_state(topic, partition)
         if state is None or (state.leader, state.leader_epoch) != (self.node_id, replica.epoch):
             return  # deposed: nothing more is acknowledged here
+        if len(state.isr) < self.directory.min_insync_replicas(topic):
+            return  # KIP-966: those that left a too-small ISR stay eligible to lead
         replica.joining -= set(state.isr)
         members = (set(state.isr) | replica.joining) - {self.node_id}
         replica.commit(min([len(replica.log), *(replica.positions.get(n, 0) for n in members)]))
@@ -368,9 +376,10 @@ class Requests(socketserver.StreamRequestHandler):
     server: Server
 
     def handle(self) -> None:
-        for line in self.rfile:
-            reply = self.server.node.handle(json.loads(line))
-            self.wfile.write(json.dumps(reply).encode() + b"\n")
+        with contextlib.suppress(OSError):  # the peer went away
+            for line in self.rfile:
+                reply = self.server.node.handle(json.loads(line))
+                self.wfile.write(json.dumps(reply).encode() + b"\n")
 
 
 class KeyValueClient:

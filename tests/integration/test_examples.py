@@ -178,6 +178,8 @@ def test_replicated_kv_keeps_acknowledged_writes_through_kill_9(
             reader.close()
         assert not lost, f"{len(lost)} of {len(acked)} acknowledged writes lost: {lost}"
         assert any(reader.partition(k) == 0 for k in acked)
+        for n, node in nodes.items():
+            assert n == victim or "Traceback" not in "\n".join(node.errors), node.errors
     finally:
         for node in nodes.values():
             node.process.kill()
