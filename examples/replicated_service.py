@@ -17,15 +17,15 @@ others take over its leaderships.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import threading
 from pathlib import Path
 
+from tls_options import add_tls_options, client_tls
+
 from kafkacoord.client.agent import NodeAgent
 from kafkacoord.client.errors import RequestError
 from kafkacoord.codecs.models import PartitionValue
-from kafkacoord.wire import ClientTls
 
 
 class KeyValueShards:
@@ -45,23 +45,6 @@ class KeyValueShards:
 
     def on_stop_replica(self, topic: str, partition: int, deleted: bool) -> None:
         print(f"stopped   {topic}-{partition}{' (deleted)' if deleted else ''}", flush=True)
-
-
-def add_tls_options(parser: argparse.ArgumentParser) -> None:
-    """Mutual TLS to the daemons' listeners: the daemon's KAFKACOORD_TLS_* client settings."""
-    for flag, variable, what in (
-        ("--tls-ca", "KAFKACOORD_TLS_CA", "CA of the daemons' listener certificates"),
-        ("--tls-cert", "KAFKACOORD_TLS_CERT", "this process's client certificate (PEM)"),
-        ("--tls-key", "KAFKACOORD_TLS_KEY", "its private key (PEM)"),
-    ):
-        parser.add_argument(flag, default=os.environ.get(variable), help=f"{what}; ${variable}")
-
-
-def client_tls(args: argparse.Namespace) -> ClientTls | None:
-    if args.tls_ca is None:
-        return None  # the daemons' listeners speak plaintext
-    cert, key = (Path(p) if p else None for p in (args.tls_cert, args.tls_key))
-    return ClientTls(Path(args.tls_ca), cert, key)
 
 
 def main() -> None:

@@ -1,8 +1,10 @@
 """The examples stop cleanly on SIGTERM: within seconds, one line, no traceback,
-with the daemon alive and with the daemon gone."""
+with the daemon alive and with the daemon gone. The replicated key-value example keeps
+every write it acknowledged through a leader's ``kill -9``."""
 
 from __future__ import annotations
 
+import importlib
 import signal
 import subprocess
 import sys
@@ -10,11 +12,14 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
-from .cluster import DaemonProcess, fast_daemon_env, start_daemon
+from kafkacoord.client.admin import ControllerAdmin
+from kafkacoord.storage.topics import InternalTopics
+
+from .cluster import DaemonProcess, fast_daemon_env, start_daemon, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -78,19 +83,104 @@ def test_examples_stop_cleanly(bootstrap: str, tmp_path: Path, daemon_alive: boo
         common = ["--bootstrap", bootstrap, "--topic-prefix", prefix]
         service = Example("replicated_service.py", "--node-id", "11", *common)
         worker = Example("group_worker.py", "--group", "g", "--topic", "events", *common)
+        kv = Example("replicated_kv.py", *common, "serve", "--node-id", "12")
         service.wait_for("node 11 registered")
+        kv.wait_for("node 12 registered")
         if not daemon_alive:
             daemon.kill()
-        for example, expected in ((service, "stopping: "), (worker, "stopping: left group g")):
+        stops = ((service, "stopping: "), (kv, "stopping: "), (worker, "stopping: left group g"))
+        for example, expected in stops:
             seconds, stderr = example.terminate()
             assert example.process.returncode == 0, stderr
             assert "Traceback" not in stderr, stderr
             stops = [line for line in example.lines if line.startswith("stopping: ")]
             assert len(stops) == 1 and stops[0].startswith(expected), example.lines
             assert seconds < STOP_WITHIN_S
-        if daemon_alive:
-            assert any("leaderships moved away" in line for line in service.lines)
-        else:
-            assert any("no controlled shutdown" in line for line in service.lines)
+        for node in (service, kv):
+            said = "leaderships moved away" if daemon_alive else "no controlled shutdown"
+            assert any(said in line for line in node.lines), node.lines
     finally:
+        daemon.stop()
+
+
+WRITERS, WRITES_EACH, WRITE_FOR_S = 3, 120, 45.0
+
+
+@pytest.mark.parametrize("bootstrap", ["tansu"], indirect=True)  # replication is the example's
+def test_replicated_kv_keeps_acknowledged_writes_through_kill_9(
+    bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    kv: Any = importlib.import_module("replicated_kv")
+    prefix = f"kv{uuid.uuid4().hex[:8]}_"
+    daemon = start_daemon(fast_daemon_env(bootstrap, prefix, 5), tmp_path, 1)
+    nodes: dict[int, Example] = {}
+    try:
+        daemon.wait_for("node registered")
+        common = ["--bootstrap", bootstrap, "--topic-prefix", prefix]
+        nodes = {n: Example("replicated_kv.py", *common, "serve", "--node-id", str(n))
+                 for n in (21, 22, 23)}  # fmt: skip
+        for n, node in nodes.items():
+            node.wait_for(f"node {n} registered")
+        admin = ControllerAdmin(bootstrap, InternalTopics(prefix))
+        admin.create_topic("kv", 3, 3)
+        acked: dict[str, str] = {}
+        lock = threading.Lock()
+
+        def write(writer: int) -> None:
+            client = kv.KeyValueClient(bootstrap, "kv", topic_prefix=prefix, timeout_s=20)
+            deadline = time.monotonic() + WRITE_FOR_S
+            try:
+                # Writer 0 writes every partition; the others the one whose leader dies.
+                keys = (f"w{writer}-{i}" for i in range(WRITES_EACH * 10))
+                mine = [k for k in keys if writer == 0 or client.partition(k) == 0]
+                for i, key in enumerate(mine[:WRITES_EACH]):
+                    if time.monotonic() > deadline:
+                        break
+                    value = f"v{i}"
+                    try:
+                        client.put(key, value)
+                    except TimeoutError:
+                        continue  # not acknowledged: it may or may not be there
+                    with lock:
+                        acked[key] = value
+                    time.sleep(0.05)  # spread the writes over the kill and the failover
+            finally:
+                client.close()
+
+        writers = [threading.Thread(target=write, args=(w,)) for w in range(WRITERS)]
+        for thread in writers:
+            thread.start()
+        wait_until(lambda: len(acked) >= 30, 60, "30 acknowledged writes")
+        partition = admin.metadata().partition("kv", 0)
+        assert partition is not None
+        victim = partition.leader
+        # Its followers stall for a second (shorter than the session): writes in that time
+        # must wait for them, not be acknowledged by the leader alone.
+        followers = [nodes[n].process for n in partition.replicas if n != victim]
+        for follower in followers:
+            follower.send_signal(signal.SIGSTOP)
+        time.sleep(1)
+        before = len(acked)
+        nodes[victim].process.kill()  # kill -9: no controlled shutdown
+        for follower in followers:
+            follower.send_signal(signal.SIGCONT)
+        for thread in writers:
+            thread.join(WRITE_FOR_S + 30)
+        assert not any(thread.is_alive() for thread in writers)
+        assert len(acked) > before, "no write was acknowledged after the kill"
+        new_leader = admin.metadata().partition("kv", 0).leader  # type: ignore[union-attr]
+        assert new_leader not in (victim, -1)
+        reader = kv.KeyValueClient(bootstrap, "kv", topic_prefix=prefix, timeout_s=30)
+        try:
+            lost = {k: v for k, v in acked.items() if reader.get(k) != v}
+        finally:
+            reader.close()
+        assert not lost, f"{len(lost)} of {len(acked)} acknowledged writes lost: {lost}"
+        assert any(reader.partition(k) == 0 for k in acked)
+        for n, node in nodes.items():
+            assert n == victim or "Traceback" not in "\n".join(node.errors), node.errors
+    finally:
+        for node in nodes.values():
+            node.process.kill()
         daemon.stop()

@@ -92,6 +92,14 @@ def leaders(describe: str) -> list[int]:
     return [int(n) for n in re.findall(r"Leader: (-?\d+)", describe)]
 
 
+KEYS = 20
+
+
+def read_back(output: str) -> list[str]:
+    """The keys a ``get`` printed with the value the tour wrote."""
+    return re.findall(r"^key-(\d+) = value-\1$", output, re.M)
+
+
 def test_readme_tour_runs_as_written(workdir: Path) -> None:
     before, after = tour_block()
     daemon = TourDaemon(workdir)
@@ -105,13 +113,18 @@ def test_readme_tour_runs_as_written(workdir: Path) -> None:
         if daemon.process is not None:
             daemon.process.stop()
     assert "Created topic kv." in first, first
+    assert first.count("acknowledged by node") == KEYS, first
     found = leaders(first)
-    assert len(found) == 18, first  # describes after create, after the kill, after the election
-    after_kill = found[6:12]
-    assert all(n in (2, 3) for n in after_kill), first
-    assert 1 in found[12:], first  # the preferred election gave node 1 leaderships back
+    assert len(found) == 9, first  # describes after create, after the kill, after the election
+    killed = found[0]  # the leader of partition 0
+    assert killed not in found[3:6] and -1 not in found[3:6], first
+    assert killed in found[6:], first  # the preferred election gave it leaderships back
+    # Every acknowledged key read back twice: after the failover, and from its new copy.
+    got = read_back(first)
+    assert sorted(got, key=int) == sorted([str(i) for i in range(1, KEYS + 1)] * 2, key=int)
+    assert "missing" not in first, first
     assert first.count("kafkacoord-member") >= 2, first  # two workers in billing
     # After the daemon's restart: the topic and every service node are still there.
-    assert len(leaders(second)) == 6, second
+    assert len(leaders(second)) == 3, second
     for node in (1, 2, 3):
         assert re.search(rf"^{node}\s", second, re.M), second

@@ -171,14 +171,24 @@ class NodeAgent:
         except RequestError as exc:
             log.warning("node request failed", error=str(exc))
 
-    def report_caught_up(self, topic: str, partition: int) -> None:
-        """This follower has caught up with its leader: the controller may add it to the ISR."""
-        self._report(topic, partition, caught_up=True)
+    def report_caught_up(
+        self, topic: str, partition: int, *, leader_epoch: int | None = None
+    ) -> None:
+        """This follower has caught up with its leader: the controller may add it to the ISR.
 
-    def report_fell_behind(self, topic: str, partition: int) -> None:
-        self._report(topic, partition, caught_up=False)
+        ``leader_epoch``: the leadership it caught up with (default: the newest this node
+        has read). The controller refuses the report once that leadership is over, so a
+        follower that copied from a deposed leader cannot join its successor's ISR."""
+        self._report(topic, partition, caught_up=True, leader_epoch=leader_epoch)
 
-    def _report(self, topic: str, partition: int, *, caught_up: bool) -> None:
+    def report_fell_behind(
+        self, topic: str, partition: int, *, leader_epoch: int | None = None
+    ) -> None:
+        self._report(topic, partition, caught_up=False, leader_epoch=leader_epoch)
+
+    def _report(
+        self, topic: str, partition: int, *, caught_up: bool, leader_epoch: int | None
+    ) -> None:
         state = self.replica_state(topic, partition)
         if state is None:
             raise KeyError(f"node {self.node_id} holds no replica of {topic}-{partition}")
@@ -189,7 +199,7 @@ class NodeAgent:
                 node_epoch=self.node_epoch,
                 topic=topic,
                 partition=partition,
-                leader_epoch=state.leader_epoch,
+                leader_epoch=state.leader_epoch if leader_epoch is None else leader_epoch,
                 caught_up=caught_up,
             ),
         )
