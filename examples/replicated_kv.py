@@ -49,61 +49,16 @@ from typing import Any
 
 from tls_options import add_tls_options, client_tls
 
+from kafkacoord.client import ClusterView
 from kafkacoord.client.agent import NodeAgent
 from kafkacoord.client.errors import RequestError
-from kafkacoord.client.follower import MetadataFollower
 from kafkacoord.codecs.models import PartitionValue
-from kafkacoord.coordinator.controller.image import MetadataImage
-from kafkacoord.coordinator.runtime.shard import Record
-from kafkacoord.storage.topics import InternalTopics
 
 ENDPOINT = "kv"  # the key of a node's data address in its registration
 LAG_S = 10.0  # Kafka's replica.lag.time.max.ms: a follower behind this long leaves the ISR
 ACK_TIMEOUT_S = 30.0  # a write waits this long for the ISR, then the client retries
 Entry = tuple[int, str, str]  # (leader epoch, key, value)
 Message = dict[str, Any]
-
-
-class Directory:
-    """Partition leaders and node addresses: ``__kc_metadata`` tailed into an image."""
-
-    def __init__(self, bootstrap: str, topic_prefix: str) -> None:
-        self._image = MetadataImage()
-        self._lock = threading.Lock()
-        self._tail = MetadataFollower(bootstrap, InternalTopics(topic_prefix).metadata,
-                                      self._replay, client_id="replicated-kv")  # fmt: skip
-
-    def _replay(self, record: Record, _offset: int) -> None:
-        with self._lock:
-            self._image.replay(record)
-
-    def wait_ready(self, timeout_s: float = 30.0) -> None:
-        if not self._tail.wait_caught_up(timeout_s):
-            raise TimeoutError("could not read the metadata log")
-
-    def partition_count(self, topic: str) -> int:
-        with self._lock:
-            value = self._image.topic(topic)
-        if value is None:
-            raise SystemExit(f"no topic {topic!r}: create it with `kafkacoord topics create`")
-        return value.num_partitions
-
-    def min_insync_replicas(self, topic: str) -> int:
-        with self._lock:
-            return self._image.min_insync_replicas(topic)
-
-    def address(self, node_id: int) -> str | None:
-        with self._lock:
-            node = self._image.node(node_id)
-        return None if node is None else node.endpoints.get(ENDPOINT)
-
-    def leader_address(self, topic: str, partition: int) -> str | None:
-        with self._lock:
-            state = self._image.partition(topic, partition)
-        return None if state is None or state.leader < 0 else self.address(state.leader)
-
-    def close(self) -> None:
-        self._tail.close()
 
 
 class Connection:
@@ -171,9 +126,9 @@ class Replica:
 class KeyValueNode:
     """The agent's PartitionHandler, and the handler of peers' and clients' requests."""
 
-    def __init__(self, node_id: int, directory: Directory) -> None:
+    def __init__(self, node_id: int, cluster: ClusterView) -> None:
         self.node_id = node_id
-        self.directory = directory
+        self.cluster = cluster
         self.agent: NodeAgent | None = None  # set before the agent starts
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.stopping = threading.Event()
@@ -235,7 +190,7 @@ class KeyValueNode:
         state = self.agent.replica_state(topic, partition)
         if state is None or (state.leader, state.leader_epoch) != (self.node_id, replica.epoch):
             return  # deposed: nothing more is acknowledged here
-        if len(state.isr) < self.directory.min_insync_replicas(topic):
+        if len(state.isr) < self.cluster.min_insync_replicas(topic):
             return  # KIP-966: those that left a too-small ISR stay eligible to lead
         replica.joining -= set(state.isr)
         members = (set(state.isr) | replica.joining) - {self.node_id}
@@ -327,7 +282,7 @@ class KeyValueNode:
                            "last_epoch": replica.last_epoch()}  # fmt: skip
             try:
                 if connection is None:
-                    address = self.directory.address(leader)
+                    address = self.cluster.endpoint(leader, ENDPOINT)
                     if address is None:
                         raise ConnectionError(f"node {leader} has published no address yet")
                     connection = Connection(address, timeout_s=5)
@@ -388,10 +343,12 @@ class KeyValueClient:
 
     def __init__(self, bootstrap: str, topic: str, *, topic_prefix: str = "__kc_",
                  timeout_s: float = 60.0) -> None:  # fmt: skip
-        self.directory = Directory(bootstrap, topic_prefix)
-        self.directory.wait_ready()
+        self.cluster = ClusterView(bootstrap, topic_prefix=topic_prefix).wait_ready()
         self.topic, self.timeout_s = topic, timeout_s
-        self.partitions = self.directory.partition_count(topic)
+        described = self.cluster.topic(topic)
+        if described is None:
+            raise SystemExit(f"no topic {topic!r}: create it with `kafkacoord topics create`")
+        self.partitions = described.num_partitions
         self._connections: dict[str, Connection] = {}
 
     def partition(self, key: str) -> int:
@@ -411,7 +368,7 @@ class KeyValueClient:
         request = {**request, "topic": self.topic, "partition": partition}
         deadline = time.monotonic() + self.timeout_s
         while True:
-            address = self.directory.leader_address(self.topic, partition)
+            address = self.cluster.leader_endpoint(self.topic, partition, ENDPOINT)
             try:
                 if address is None:
                     raise ConnectionError(f"{self.topic}-{partition} has no leader")
@@ -432,12 +389,12 @@ class KeyValueClient:
     def close(self) -> None:
         for connection in self._connections.values():
             connection.close()
-        self.directory.close()
+        self.cluster.close()
 
 
 def serve(args: argparse.Namespace, bootstrap: str) -> None:
-    directory = Directory(bootstrap, args.topic_prefix)
-    node = KeyValueNode(args.node_id, directory)
+    cluster = ClusterView(bootstrap, topic_prefix=args.topic_prefix)
+    node = KeyValueNode(args.node_id, cluster)
     server = Server((args.host, args.port), node)
     address = f"{args.host}:{server.server_address[1]}"
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -463,7 +420,7 @@ def serve(args: argparse.Namespace, bootstrap: str) -> None:
     node.stopping.set()
     server.shutdown()
     agent.close()
-    directory.close()
+    cluster.close()
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""Client libraries: consumer-group members and a group admin client.
+"""Client libraries: consumer-group members, a group admin client, and a view of the
+cluster's metadata for services built on kafkacoord.
 
 A secured cluster: pass ``Bootstrap(servers, KafkaClientConfig.load("client.properties"))``
 where a bootstrap is taken.
@@ -7,6 +8,7 @@ where a bootstrap is taken.
 from kafkacoord.storage.kafka_config import Bootstrap, KafkaClientConfig
 
 from .classic_member import ClassicProtocolMember
+from .cluster_view import ClusterView
 from .consumer_member import ConsumerProtocolMember
 from .group_admin import GroupAdmin
 from .group_member import CommitFailedError, GroupMember
@@ -15,6 +17,7 @@ from .members import group_member
 __all__ = [
     "Bootstrap",
     "ClassicProtocolMember",
+    "ClusterView",
     "CommitFailedError",
     "ConsumerProtocolMember",
     "GroupAdmin",
