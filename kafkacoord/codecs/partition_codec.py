@@ -1,12 +1,14 @@
 """Hand-written Avro for the partition record, the one a large cluster holds a million of.
 
 Byte for byte what fastavro writes with the current schemas (``partition_key.v1``,
-``partition_value.v2``); tests hold the two to each other on random values. Any
-other schema version goes through fastavro.
+``partition_value.v3``); tests hold the two to each other on random values. It also
+reads ``partition_value.v2``, the same fields without the trailing ``cause``, so a log
+written before v3 loads as fast. Any other schema version goes through fastavro.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Final
 
@@ -21,17 +23,19 @@ from .avro_binary import (
     write_long,
     write_string,
 )
-from .models import PartitionKey, PartitionValue, Reassignment
+from .models import Cause, PartitionKey, PartitionValue, Reassignment, Trigger
 from .models.base import slot_setters
 from .models.metadata import PartitionState
 
 KEY_VERSION: Final = 1
-VALUE_VERSION: Final = 2
+VALUE_VERSION: Final = 3
+PREVIOUS_VALUE_VERSION: Final = 2  # v3 without the cause: read here too
 
 _STATES: Final = tuple(PartitionState)
 _STATE_INDEX: Final = {state: write_long(i) for i, state in enumerate(_STATES)}
 _NULL: Final = b"\x00"
 _SOME: Final = b"\x02"  # union branch 1
+_DOUBLE: Final = struct.Struct("<d")
 
 
 def encode_key_body(key: PartitionKey) -> bytes:
@@ -63,6 +67,48 @@ def _reassignment(r: Reassignment) -> bytes:
     ))  # fmt: skip
 
 
+def _optional_string(text: str | None) -> bytes:
+    return _NULL if text is None else _SOME + write_string(text)
+
+
+def _trigger_bytes(t: Trigger) -> bytes:
+    return b"".join((
+        write_string(t.kind),
+        write_int(t.node_id),
+        write_long(t.heartbeat_ms),
+        _optional_string(t.principal),
+        _optional_string(t.request_id),
+        _optional_string(t.api),
+        _optional_string(t.plan_id),
+        write_int(t.plan_step),
+        _NULL if t.imbalance is None else _SOME + _DOUBLE.pack(t.imbalance),
+    ))  # fmt: skip
+
+
+def _encoded_trigger(t: Trigger) -> bytes:
+    """A decision's trigger is one object shared by all its records: encoded once."""
+    last, raw = _last_encoded[0]
+    if last is t:
+        return raw
+    raw = _trigger_bytes(t)
+    _last_encoded[0] = (t, raw)  # one tuple: other threads see a whole pair
+    return raw
+
+
+_last_encoded: list[tuple[Trigger | None, bytes]] = [(None, b"")]
+
+
+def _cause(c: Cause) -> bytes:
+    return b"".join((
+        _SOME,
+        _encoded_trigger(c.trigger),
+        write_int_array(c.candidates),
+        write_int_array(c.isr),
+        write_int_array(c.elr),
+        write_string(c.rule),
+    ))  # fmt: skip
+
+
 def encode_value_body(v: PartitionValue) -> bytes:
     # Field order is the schema's, not the dataclass's.
     return b"".join((
@@ -80,6 +126,7 @@ def encode_value_body(v: PartitionValue) -> bytes:
         write_int(v.controller_epoch),
         write_int_array(v.elr),
         write_int_array(v.last_known_elr),
+        _NULL if v.cause is None else _cause(v.cause),
     ))  # fmt: skip
 
 
@@ -98,15 +145,21 @@ def decode_value_body(buf: bytes, pos: int) -> tuple[PartitionValue, int]:
     return value, end
 
 
+def decode_previous_value_body(buf: bytes, pos: int) -> tuple[PartitionValue, int]:
+    """A ``partition_value.v2`` body: no cause."""
+    value, end, _ = _decode_value(buf, pos, with_cause=False)
+    return value, end
+
+
 def decode_pair(
-    key: bytes,
+    key: bytes, *, with_cause: bool = True
 ) -> Callable[[bytes, int], tuple[tuple[PartitionKey, PartitionValue] | None, int]]:
     """A decoder of ``key``'s value body that also yields the key, built from the value:
     the key's body is the value's first two fields, byte for byte. ``None`` (with the
-    body's end) when they differ."""
+    body's end) when they differ. ``with_cause=False`` reads a v2 body."""
 
     def decode(value: bytes, pos: int) -> tuple[tuple[PartitionKey, PartitionValue] | None, int]:
-        decoded, end, key_end = _decode_value(value, pos)
+        decoded, end, key_end = _decode_value(value, pos, with_cause)
         if value[pos:key_end] != key[2:]:
             return None, end
         pair_key = _new(PartitionKey)
@@ -117,7 +170,7 @@ def decode_pair(
     return decode
 
 
-def _decode_value(buf: bytes, pos: int) -> tuple[PartitionValue, int, int]:
+def _decode_value(buf: bytes, pos: int, with_cause: bool = True) -> tuple[PartitionValue, int, int]:
     """The value, where it ends, and where its partition field ends."""
     # A cold start decodes a million of these: one-byte ints are read inline, topics,
     # elections and replica lists are shared, and the frozen dataclass is filled slot by
@@ -179,6 +232,15 @@ def _decode_value(buf: bytes, pos: int) -> tuple[PartitionValue, int, int]:
         pos += 1
     else:
         last_known_elr, pos = _read_ids(buf, pos)
+    cause: Cause | None = None
+    if with_cause:
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            branch, pos = read_int(buf, pos)
+            if branch != 1:
+                raise ValueError(f"union branch {branch} of cause does not exist")
+            cause, pos = _read_cause(buf, pos)
     value = _new(PartitionValue)
     _set_topic(value, topic)
     _set_partition(value, partition)
@@ -194,7 +256,62 @@ def _decode_value(buf: bytes, pos: int) -> tuple[PartitionValue, int, int]:
     _set_election(value, election)
     _set_elr(value, elr)
     _set_last_known_elr(value, last_known_elr)
+    _set_cause(value, cause)
     return value, pos, key_end
+
+
+def _read_cause(buf: bytes, pos: int) -> tuple[Cause, int]:
+    trigger, pos = _read_trigger(buf, pos)
+    candidates, pos = _read_ids(buf, pos)
+    isr, pos = _read_ids(buf, pos)
+    elr, pos = _read_ids(buf, pos)
+    if buf[pos] == 0:
+        rule, pos = "", pos + 1
+    else:
+        rule, pos = _read_name(buf, pos)
+    return Cause(trigger, candidates, isr, elr, rule), pos
+
+
+def _read_trigger(buf: bytes, pos: int) -> tuple[Trigger, int]:
+    """The records of one decision share its trigger: one equal to the last one read costs
+    a compare, and they share the object."""
+    raw, last = _last_trigger[0]
+    if last is not None and buf.startswith(raw, pos):
+        return last, pos + len(raw)
+    start = pos
+    kind, pos = _read_name(buf, pos)
+    node_id, pos = read_int(buf, pos)
+    heartbeat_ms, pos = read_long(buf, pos)
+    principal, pos = _read_optional_string(buf, pos)
+    request_id, pos = _read_optional_string(buf, pos)
+    api, pos = _read_optional_string(buf, pos)
+    plan_id, pos = _read_optional_string(buf, pos)
+    plan_step, pos = read_int(buf, pos)
+    imbalance: float | None = None
+    branch, pos = read_int(buf, pos)
+    if branch == 1:
+        if pos + _DOUBLE.size > len(buf):
+            raise ValueError("double runs past the end of the record")
+        (imbalance,) = _DOUBLE.unpack_from(buf, pos)
+        pos += _DOUBLE.size
+    elif branch != 0:
+        raise ValueError(f"union branch {branch} of imbalance does not exist")
+    trigger = Trigger(kind, node_id, heartbeat_ms, principal, request_id, api, plan_id,
+                      plan_step, imbalance)  # fmt: skip
+    _last_trigger[0] = (buf[start:pos], trigger)
+    return trigger, pos
+
+
+_last_trigger: list[tuple[bytes, Trigger | None]] = [(b"", None)]
+
+
+def _read_optional_string(buf: bytes, pos: int) -> tuple[str | None, int]:
+    branch, pos = read_int(buf, pos)
+    if branch == 0:
+        return None, pos
+    if branch != 1:
+        raise ValueError(f"union branch {branch} of an optional string does not exist")
+    return read_string(buf, pos)
 
 
 # -- shared topics and replica lists --------------------------------------------------------
@@ -268,3 +385,4 @@ _set_leader_epoch, _set_partition_epoch = _SET["leader_epoch"], _SET["partition_
 _set_updated_ms, _set_controller_epoch = _SET["updated_ms"], _SET["controller_epoch"]
 _set_reassignment, _set_election = _SET["reassignment"], _SET["election"]
 _set_elr, _set_last_known_elr = _SET["elr"], _SET["last_known_elr"]
+_set_cause = _SET["cause"]

@@ -22,6 +22,7 @@ from .consumer_groups import (
     TopicPartitions,
 )
 from .metadata import (
+    Cause,
     ControllerKey,
     ControllerValue,
     NodeKey,
@@ -36,6 +37,8 @@ from .metadata import (
     RebalanceValue,
     TopicKey,
     TopicValue,
+    Trigger,
+    TriggerKind,
 )
 from .offsets import (
     GroupMember,
@@ -49,6 +52,7 @@ from .offsets import (
 
 __all__ = [
     "AvroModel",
+    "Cause",
     "ClassicMemberMetadata",
     "ClassicProtocol",
     "ConsumerGroupCurrentMemberAssignmentKey",
@@ -88,4 +92,6 @@ __all__ = [
     "TopicKey",
     "TopicPartitions",
     "TopicValue",
+    "Trigger",
+    "TriggerKind",
 ]

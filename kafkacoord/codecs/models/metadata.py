@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Self
+from typing import Any, Final, Self
 
 from .base import AvroModel
 
@@ -23,6 +23,61 @@ class ControllerValue(AvroModel):
     incarnation: str
     activated_ms: int
     endpoint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger(AvroModel):
+    """What started a controller decision (docs/architecture.md#causes): shared by every
+    record the decision wrote. ``kind`` is one of :class:`TriggerKind`'s values; the other
+    fields are set where the kind has them."""
+
+    kind: str
+    node_id: int = -1
+    heartbeat_ms: int = -1
+    principal: str | None = None
+    request_id: str | None = None
+    api: str | None = None
+    plan_id: str | None = None
+    plan_step: int = -1
+    imbalance: float | None = None
+
+
+class TriggerKind:
+    """Values of :attr:`Trigger.kind`: a string in the record, so a new kind needs no
+    new schema version."""
+
+    SESSION_EXPIRED: Final = "session_expired"
+    CONTROLLED_SHUTDOWN: Final = "controlled_shutdown"
+    ISR_CHANGE: Final = "isr_change"
+    ADMIN_REQUEST: Final = "admin_request"
+    REBALANCE_PLAN: Final = "rebalance_plan"
+    LEADER_REBALANCE: Final = "leader_rebalance"
+    TOPIC_CREATED: Final = "topic_created"
+    PARTITIONS_CREATED: Final = "partitions_created"
+    TOPIC_DELETED: Final = "topic_deleted"
+    NODE_REGISTERED: Final = "node_registered"
+    NODE_UNFENCED: Final = "node_unfenced"
+    NODE_FENCED: Final = "node_fenced"  # a fencing whose own trigger was not recorded
+    CONTROLLER_ACTIVATED: Final = "controller_activated"
+    INTERNAL_TOPICS: Final = "internal_topics"
+
+
+@dataclass(frozen=True, slots=True)
+class Cause(AvroModel):
+    """Why a partition changed: the decision's :class:`Trigger`, and this partition's
+    inputs to it: the replicas the rule chose from, the ISR and ELR before the change, and
+    the election rule (empty when no leader was elected)."""
+
+    trigger: Trigger
+    candidates: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+    elr: tuple[int, ...] = ()
+    rule: str = ""
+
+    @classmethod
+    def from_avro(cls, data: dict[str, Any]) -> Self:
+        return cls(Trigger.from_avro(data["trigger"]), tuple(data["candidates"]),
+                   tuple(data["isr"]), tuple(data["elr"]), data["rule"])  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +101,13 @@ class NodeValue(AvroModel):
     endpoints: dict[str, str] = field(default_factory=dict)
     shutting_down: bool = False
     roles: tuple[str, ...] = ()
+    cause: Trigger | None = None
 
     @classmethod
     def from_avro(cls, data: dict[str, Any]) -> Self:
-        return cls(**{**data, "roles": tuple(data["roles"])})
+        cause = data.get("cause")
+        return cls(**{**data, "roles": tuple(data["roles"]),
+                      "cause": None if cause is None else Trigger.from_avro(cause)})  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +191,8 @@ class PartitionValue(AvroModel):
     # committed record), and the last leader once ISR and ELR are both empty.
     elr: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
+    # Why this value was written (PartitionValue v3); None in older records.
+    cause: Cause | None = None
 
     def to_avro(self) -> dict[str, Any]:
         data = super(PartitionValue, self).to_avro()
@@ -157,6 +217,7 @@ class PartitionValue(AvroModel):
             election=data["election"],
             elr=tuple(data.get("elr", ())),
             last_known_elr=tuple(data.get("last_known_elr", ())),
+            cause=None if data.get("cause") is None else Cause.from_avro(data["cause"]),
         )
 
 

@@ -9,11 +9,17 @@ Every record a batch holds carries its controller epoch (docs/architecture.md#co
 and the batch alone puts it there: values reach its ``put_*`` methods with
 :data:`~.records.EPOCH_FROM_BATCH` and are stamped with :attr:`Batch.epoch`; a value that
 carries another epoch is refused with a ``ValueError``.
+
+Every decision also carries its cause (docs/architecture.md#causes): the code that
+decides sets the batch's :attr:`Batch.trigger` (:meth:`Batch.because`), partition values
+are built with it, and a partition value without a cause is refused. A node value takes
+the batch's trigger as its cause.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Final, TypeAlias
 
 from kafkacoord.codecs.models import (
@@ -23,6 +29,7 @@ from kafkacoord.codecs.models import (
     RebalanceValue,
     TopicKey,
     TopicValue,
+    Trigger,
 )
 from kafkacoord.coordinator.runtime.shard import Record
 
@@ -77,6 +84,7 @@ class Batch:
         "now_ms",
         "reassign_keys",
         "records",
+        "trigger",
     )
 
     def __init__(
@@ -99,6 +107,28 @@ class Batch:
         self._rebalance: RebalanceValue | None = None
         # Partitions changed here that are (or were) being reassigned.
         self.reassign_keys: dict[TP, None] = {}
+        # What the records being written now were caused by.
+        self.trigger: Trigger | None = None
+
+    # -- causes ------------------------------------------------------------------------------
+
+    @contextmanager
+    def because(self, trigger: Trigger) -> Iterator[Trigger]:
+        """The records written inside were caused by ``trigger`` (the outer one after)."""
+        outer = self.trigger
+        self.trigger = trigger
+        try:
+            yield trigger
+        finally:
+            self.trigger = outer
+
+    def require_trigger(self) -> Trigger:
+        """The trigger of the records being written; a ``ValueError`` when none was set,
+        so a path that changes a partition without saying why fails where it is."""
+        trigger = self.trigger
+        if trigger is None:
+            raise ValueError("a partition change needs a cause: set one with Batch.because")
+        return trigger
 
     # -- savepoints ------------------------------------------------------------------------------
 
@@ -225,6 +255,8 @@ class Batch:
 
     def put_node(self, value: NodeValue) -> None:
         self._stamp(value)
+        if self.trigger is not None:  # fresh from its builder, like the epoch
+            _set_field(value, "cause", self.trigger)
         self._nodes[value.node_id] = value
         self._live = None
         self.records.append(node_record(value))
@@ -248,6 +280,8 @@ class Batch:
 
         ``via`` names a state passed through on the way (NonExistent -> New -> Online).
         """
+        if value.cause is None:
+            raise ValueError(f"{_named(value)} has no cause: every partition change says why")
         key = (value.topic, value.partition)
         old = self.partition(value.topic, value.partition)
         if old is None or old.state is not value.state:
@@ -275,6 +309,8 @@ class Batch:
         # :meth:`_stamp` and :func:`.records.partition_record` inline: a failover puts
         # hundreds of thousands.
         for value in values:
+            if value.cause is None:
+                raise ValueError(f"{_named(value)} has no cause: every partition change says why")
             stamped = value.controller_epoch
             if stamped == EPOCH_FROM_BATCH:
                 _set_field(value, "controller_epoch", epoch)

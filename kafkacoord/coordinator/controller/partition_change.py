@@ -16,6 +16,10 @@ partition's next value. The rules (docs/architecture.md#epochs-and-isr) live her
 - With eligible leader replicas on, the ELR and last known ELR follow from the new ISR
   (:func:`.elr.next_elr`); with them off they stay as they are.
 - A change that changes nothing builds nothing, and nothing is written.
+- Every value built carries its :class:`~kafkacoord.codecs.models.Cause`
+  (docs/architecture.md#causes): the decision's trigger, and this partition's inputs: the
+  ISR and ELR before the change and, when a leader was elected, the rule that chose it and
+  the replicas it chose from.
 
 The value built is the partition's whole record, never a delta: Kafka's
 ``PartitionChangeRecord`` carries only the fields that changed, but compaction keeps only
@@ -36,7 +40,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Final, Self
 
-from kafkacoord.codecs.models import PartitionState, PartitionValue, Reassignment
+from kafkacoord.codecs.models import Cause, PartitionState, PartitionValue, Reassignment, Trigger
+from kafkacoord.codecs.models.base import slot_setters
 
 from .batch import Batch
 from .election import (
@@ -50,6 +55,7 @@ from .records import EPOCH_FROM_BATCH
 from .states import PartitionPhase
 
 __all__ = [
+    "NO_CANDIDATE",
     "NO_LEADER",
     "Election",
     "PartitionChangeBuilder",
@@ -60,6 +66,8 @@ __all__ = [
 ]
 
 NO_LEADER: Final = -1
+NO_CANDIDATE: Final = "none"
+"""The rule of a cause whose election found no replica to lead."""
 
 Ids = tuple[int, ...]
 
@@ -86,6 +94,33 @@ _ELECTION_KIND: Final = {
 }
 
 
+def _candidates(via: str, replicas: Ids, isr: Ids, eligible: tuple[Ids, Ids],
+                live: Collection[int]) -> Ids:  # fmt: skip
+    """The replicas an offline election's rule chose from (``isr`` as it left it)."""
+    if via == "isr":
+        return isr  # the election keeps the live ISR members
+    pool = {"elr": eligible[0], "last_known": eligible[1]}.get(via)
+    return tuple(r for r in replicas if r in live and (pool is None or r in pool))
+
+
+# A failover builds hundreds of thousands of causes: filled slot by slot (cf. the codec).
+_new_cause: Final = object.__new__
+_CAUSE_SET: Final = slot_setters(Cause)
+_set_trigger, _set_candidates = _CAUSE_SET["trigger"], _CAUSE_SET["candidates"]
+_set_isr, _set_elr, _set_rule = _CAUSE_SET["isr"], _CAUSE_SET["elr"], _CAUSE_SET["rule"]
+
+
+def make_cause(trigger: Trigger, candidates: Ids, isr: Ids, elr: Ids, rule: str) -> Cause:
+    """``Cause(trigger, candidates, isr, elr, rule)`` at half the cost."""
+    cause: Cause = _new_cause(Cause)
+    _set_trigger(cause, trigger)
+    _set_candidates(cause, candidates)
+    _set_isr(cause, isr)
+    _set_elr(cause, elr)
+    _set_rule(cause, rule)
+    return cause
+
+
 def _first_election(replicas: Ids, live: Collection[int]) -> Ids:
     """A new partition's first ISR: its live replicas, the first of which leads."""
     return tuple(r for r in replicas if r in live)
@@ -97,15 +132,19 @@ class PartitionChangeBuilder:
     The setters and elections return the builder, or whether an election found a leader;
     :meth:`build` applies the epoch rules and returns the new value, or ``None`` when
     nothing changed. ``min_isr`` is the topic's ``min.insync.replicas`` with eligible
-    leader replicas on, ``None`` with them off. A builder made by
-    :func:`partition_change` knows its batch, and :meth:`put` records the value there.
+    leader replicas on, ``None`` with them off. ``trigger`` is the decision's; the value
+    built carries it in its cause (``None``: no cause, which no batch takes). A builder
+    made by :func:`partition_change` knows its batch and its trigger, and :meth:`put`
+    records the value there.
     """
 
     __slots__ = (
         "_batch",
         "_bump_leader_epoch",
+        "_candidates",
         "_clear_elr",
         "_election",
+        "_rule",
         "_unclean_shutdown",
         "current",
         "isr",
@@ -115,6 +154,7 @@ class PartitionChangeBuilder:
         "reassignment",
         "replicas",
         "state",
+        "trigger",
     )
 
     def __init__(
@@ -124,8 +164,10 @@ class PartitionChangeBuilder:
         now_ms: int,
         min_isr: int | None = None,
         batch: Batch | None = None,
+        trigger: Trigger | None = None,
     ) -> None:
         self.current = current
+        self.trigger = trigger
         self.now_ms = now_ms
         self.min_isr = min_isr
         # The targets, as changed so far.
@@ -140,6 +182,9 @@ class PartitionChangeBuilder:
         self._clear_elr = False
         self._unclean_shutdown: int | None = None
         self._batch = batch
+        # The last election's rule and the replicas it chose from, for the cause.
+        self._rule = ""
+        self._candidates: Ids = ()
 
     # -- the changes asked for -----------------------------------------------------------
 
@@ -152,10 +197,12 @@ class PartitionChangeBuilder:
         return self
 
     def set_leader(self, leader: int, election: str | None = None) -> Self:
-        """An explicit leader; ``election`` is recorded with it if it is a new one."""
+        """An explicit leader; ``election`` is recorded with it if it is a new one, and is
+        the cause's rule."""
         self.leader = leader
         if election is not None:
             self._election = election
+            self._rule = election
         return self
 
     def set_state(self, state: PartitionState) -> Self:
@@ -197,6 +244,7 @@ class PartitionChangeBuilder:
             self.isr = tuple(r for r in isr if r != node_id)
         if self.leader == node_id and not self.elect_offline(live, unclean=unclean):
             self.set_leader(NO_LEADER, Election.OFFLINE)
+            self._rule, self._candidates = NO_CANDIDATE, ()
         return self
 
     # -- elections (docs/architecture.md#leader-election) --------------------------------
@@ -222,6 +270,7 @@ class PartitionChangeBuilder:
                 return False
             self.isr = alive
             self.set_leader(alive[0], Election.INITIAL)
+            self._candidates = alive
             return True
         elr, last = self.eligible()
         result = offline_election(self.replicas, self.isr, live, unclean=unclean, elr=elr,
@@ -230,6 +279,7 @@ class PartitionChangeBuilder:
             return False
         self.isr = result.isr
         self.set_leader(result.leader, _ELECTION_KIND[result.via])
+        self._candidates = _candidates(result.via, self.replicas, result.isr, (elr, last), live)
         return True
 
     def elect_preferred(self, live: Collection[int]) -> bool:
@@ -238,16 +288,21 @@ class PartitionChangeBuilder:
         if result is None:
             return False
         self.set_leader(result.leader, Election.PREFERRED)
+        self._candidates = (result.leader,)
         return True
 
     def elect_controlled_shutdown(self, live: Collection[int], node_id: int) -> bool:
         """Leadership moves off a shutting-down node to the first live ISR member that is
         not shutting down, and the node leaves the ISR."""
-        result = controlled_shutdown_election(self.replicas, self.isr, live, (node_id,))
+        isr = self.isr
+        result = controlled_shutdown_election(self.replicas, isr, live, (node_id,))
         if result is None:
             return False
         self.isr = result.isr
         self.set_leader(result.leader, Election.CONTROLLED_SHUTDOWN)
+        self._candidates = tuple(
+            r for r in self.replicas if r != node_id and r in isr and r in live
+        )
         return True
 
     def elect_reassigned(self, target: Ids, live: Collection[int]) -> bool:
@@ -256,6 +311,7 @@ class PartitionChangeBuilder:
         if leader is None:
             return False
         self.set_leader(leader, Election.REASSIGNED)
+        self._candidates = tuple(r for r in target if r in self.isr and r in live)
         return True
 
     # -- the new value ---------------------------------------------------------------------
@@ -295,13 +351,19 @@ class PartitionChangeBuilder:
         )
         if not changed and self.reassignment == current.reassignment:
             return None
+        trigger = self.trigger
+        cause = None
+        if trigger is not None:
+            elected = leader_changed or self._rule == NO_CANDIDATE
+            cause = make_cause(trigger, self._candidates if elected else (), current.isr,
+                               current.elr, self._rule if elected else "")  # fmt: skip
         return PartitionValue(
             current.topic, current.partition, state, replicas, isr, leader,
             current.leader_epoch + 1 if new_leader_epoch else current.leader_epoch,
             current.partition_epoch + 1 if changed else current.partition_epoch,
             self.now_ms, EPOCH_FROM_BATCH, self.reassignment,
             (self._election or current.election) if leader_changed else current.election,
-            elr, last,
+            elr, last, cause,
         )  # fmt: skip
 
     def put(self) -> PartitionValue:
@@ -317,30 +379,44 @@ class PartitionChangeBuilder:
 
 
 def partition_change(batch: Batch, current: PartitionValue) -> PartitionChangeBuilder:
-    """A builder for a change of ``current`` in ``batch``: the batch's time, and the
-    topic's ``min.insync.replicas`` when eligible leader replicas are on."""
+    """A builder for a change of ``current`` in ``batch``: the batch's time and trigger
+    (a ``ValueError`` without one), and the topic's ``min.insync.replicas`` when eligible
+    leader replicas are on."""
+    trigger = batch.require_trigger()
     default = batch.elr_min_isr
     min_isr = None if default is None else batch.image.min_insync_replicas(current.topic, default)
-    return PartitionChangeBuilder(current, now_ms=batch.now_ms, min_isr=min_isr, batch=batch)
+    return PartitionChangeBuilder(current, now_ms=batch.now_ms, min_isr=min_isr, batch=batch,
+                                  trigger=trigger)  # fmt: skip
 
 
 def new_partition(
-    topic: str, partition: int, replicas: Ids, live: Collection[int], now_ms: int
+    topic: str,
+    partition: int,
+    replicas: Ids,
+    live: Collection[int],
+    now_ms: int,
+    *,
+    trigger: Trigger | None = None,
 ) -> PartitionValue:
     """A partition's first value, for a batch to stamp: ONLINE with its live replicas as the ISR and
-    the first of them as leader, or NEW while none is live; both epochs start at 0."""
+    the first of them as leader, or NEW while none is live; both epochs start at 0. With a
+    ``trigger``, its cause: the initial election over the live replicas."""
     alive = _first_election(replicas, live)
+    cause = None
+    if trigger is not None:
+        cause = make_cause(trigger, alive, (), (), Election.INITIAL if alive else NO_CANDIDATE)
     return PartitionValue(
         topic, partition, PartitionState.ONLINE if alive else PartitionState.NEW, replicas,
         alive, alive[0] if alive else NO_LEADER, 0, 0, now_ms, EPOCH_FROM_BATCH,
-        election=Election.INITIAL if alive else "",
+        election=Election.INITIAL if alive else "", cause=cause,
     )  # fmt: skip
 
 
 def put_new_partition(batch: Batch, topic: str, partition: int, replicas: Ids) -> bool:
     """Create the partition in ``batch``: NonExistent -> New, then New -> Online when a
     replica is live, in one record."""
-    value = new_partition(topic, partition, replicas, batch.live(), batch.now_ms)
+    value = new_partition(topic, partition, replicas, batch.live(), batch.now_ms,
+                          trigger=batch.require_trigger())  # fmt: skip
     return batch.put_partition(value, via=PartitionPhase.NEW)
 
 
@@ -367,6 +443,7 @@ def fence_node(
     which Kafka's table allows from any existing state, so the values skip the per-record
     transition check.
     """
+    trigger = batch.require_trigger()
     live = batch.live()
     now_ms, from_batch = batch.now_ms, EPOCH_FROM_BATCH
     pending = batch.has_pending_partitions()
@@ -420,6 +497,7 @@ def fence_node(
                     topic, partition, current.state, replicas, isr, current.leader,
                     current.leader_epoch, current.partition_epoch + 1, now_ms, from_batch,
                     current.reassignment, current.election, elr, last,
+                    make_cause(trigger, (), current.isr, current.elr, ""),
                 )
             )  # fmt: skip
             continue
@@ -427,9 +505,14 @@ def fence_node(
                                   last_known=last)  # fmt: skip
         if result is None:
             state, leader, kind = PartitionState.OFFLINE, NO_LEADER, Election.OFFLINE
+            cause = make_cause(trigger, (), current.isr, current.elr, NO_CANDIDATE)
         else:
+            via = result.via
+            candidates = result.isr if via == "isr" else _candidates(
+                via, replicas, result.isr, (elr, last), live)  # fmt: skip
             state, leader, isr = PartitionState.ONLINE, result.leader, result.isr
-            kind = _ELECTION_KIND[result.via]
+            kind = _ELECTION_KIND[via]
+            cause = make_cause(trigger, candidates, current.isr, current.elr, kind)
             if min_isr is not None:
                 full = len(isr) >= min_isr
                 elr, last = ((), ()) if full else next_elr(current, replicas, isr, min_isr)
@@ -437,7 +520,7 @@ def fence_node(
             PartitionValue(
                 topic, partition, state, replicas, isr, leader, current.leader_epoch + 1,
                 current.partition_epoch + 1, now_ms, from_batch, current.reassignment, kind,
-                elr, last,
+                elr, last, cause,
             )
         )  # fmt: skip
     batch.put_existing_partitions(changed)

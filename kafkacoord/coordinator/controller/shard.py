@@ -30,7 +30,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from kafkacoord.codecs.models import PartitionKey, PartitionValue
+from kafkacoord.codecs.models import PartitionKey, PartitionValue, Trigger, TriggerKind
 from kafkacoord.coordinator.protocol import CONTROLLER_APIS, Body, Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result, encode_records
@@ -42,6 +42,7 @@ from kafkacoord.gc_pause import (
 )
 
 from .batch import Batch
+from .causes import fencing_trigger, request_trigger
 from .config import ControllerConfig
 from .image import MetadataImage
 from .internal_topics import InternalTopics
@@ -165,14 +166,16 @@ class ControllerShard:
         # The new epoch goes first: every decision after it carries it.
         batch.put_controller(self.node_id, self.incarnation, self.endpoint)
         self.nodes.start_sessions(batch)
-        # A fencing whose partition records did not all make it: finish it.
+        # A fencing whose partition records did not all make it: finish it, for its cause.
         fenced = {node_id for node_id, node in self.image.nodes.items() if node.fenced}
         for node_id in sorted(self.image.leaders_or_isr_members(fenced)):
-            self.partitions.on_node_fenced(batch, node_id)
-        self.partitions.elect_leaderless(batch, sorted(self.image.leaderless()))
-        self.deletions.resume(batch)
-        self.internal_topics.ensure(batch)
-        self.reassignments.resume(batch)
+            with batch.because(fencing_trigger(node_id, self.image.nodes.get(node_id))):
+                self.partitions.on_node_fenced(batch, node_id)
+        with batch.because(Trigger(TriggerKind.CONTROLLER_ACTIVATED, node_id=self.node_id)):
+            self.partitions.elect_leaderless(batch, sorted(self.image.leaderless()))
+            self.deletions.resume(batch)
+            self.internal_topics.ensure(batch)
+            self.reassignments.resume(batch)
         self._step_rebalance(batch)
         if self.config.auto_leader_rebalance_enable:
             self.timers.schedule(
@@ -206,7 +209,10 @@ class ControllerShard:
         # the placement rng change in the handler, so a failure must put them back.
         saved = self._soft_state()
         try:
-            with gc_paused(self.config.pause_gc_in_handlers):
+            with (
+                gc_paused(self.config.pause_gc_in_handlers),
+                batch.because(request_trigger(request)),
+            ):
                 body = handler(batch, request.body)
                 self.reassignments.settle(batch)
                 if request.api != "NodeHeartbeat":  # the common request changes no partition
@@ -256,7 +262,10 @@ class ControllerShard:
             # fails is undone, logged and retried after a backoff; the others go on.
             mark, saved = batch.mark(), self._soft_state()
             try:
-                self._fire_timer(batch, key, now_ms)
+                # What the timer changes may let a reassignment move on: for the same cause.
+                with batch.because(self._timer_trigger(batch, key)):
+                    self._fire_timer(batch, key, now_ms)
+                    self.reassignments.settle(batch)
                 encode_records(batch.records[mark[0] :])
             except Exception as exc:
                 batch.rollback(mark)
@@ -264,7 +273,6 @@ class ControllerShard:
                 self.retries.retry_or_drop(self.timers.schedule, key, now_ms, exc, "controller")
                 continue
             self.retries.succeeded(key)
-        self.reassignments.settle(batch)
         self._step_rebalance(batch)
         encode_records(batch.records)
         return self._result(batch)
@@ -289,6 +297,19 @@ class ControllerShard:
             pass  # the step below runs on every timer run
         else:
             log.error("unknown controller timer %r", key)
+
+    def _timer_trigger(self, batch: Batch, key: Hashable) -> Trigger:
+        """The cause of what a timer decides (an auto leader rebalance and a rebalance
+        plan's steps refine it per partition)."""
+        if isinstance(key, tuple) and key[0] == SESSION_TIMER:
+            return self.nodes.expiry_trigger(key[1])
+        if isinstance(key, tuple) and key[0] == ISR_SHRINK_TIMER:
+            return self.nodes.fencing_trigger(batch, key[1])
+        if isinstance(key, tuple) and key[0] == DELETE_TOPIC_TIMER:
+            return Trigger(TriggerKind.TOPIC_DELETED)
+        if key == REBALANCE_TIMER:
+            return Trigger(TriggerKind.LEADER_REBALANCE)
+        return Trigger(TriggerKind.REBALANCE_PLAN)  # the execute timer; nothing else is due
 
     def _step_rebalance(self, batch: Batch) -> None:
         """Move a running rebalance on; its timer ticks while it runs."""

@@ -66,8 +66,11 @@ class Cluster:
         result.actions = []
         return result
 
-    def call(self, body: Body) -> Reply:
-        self._correlation += 1
+    def call(self, body: Body, *, retry: bool = False) -> Reply:
+        """One request; a ``retry`` keeps the last one's correlation id, as a client's does
+        (so its decisions carry the same request id)."""
+        if not retry:
+            self._correlation += 1
         request = Request(RequestRef("test", self._correlation), type(body).__name__, body)
         self.last = self._apply(self.shard.handle(request, self.now))
         assert len(self.last.replies) == 1
@@ -85,8 +88,8 @@ class Cluster:
             records.extend(self._apply(self.shard.fire_timers(self.now)).records)
         return records
 
-    def ok(self, body: Body) -> Any:
-        reply = self.call(body)
+    def ok(self, body: Body, *, retry: bool = False) -> Any:
+        reply = self.call(body, retry=retry)
         assert reply.error is ErrorCode.NONE, f"{reply.error.name}: {reply.message}"
         return reply.body
 
