@@ -48,7 +48,7 @@ def request_trigger(request: Request) -> Trigger:
 def fencing_trigger(node_id: int, node: NodeValue | None) -> Trigger:
     """The trigger of a fencing's later steps (its ISR shrinks, or its end after a
     failover): the one the node's fenced record carries, or, for a record written before
-    causes, the bare fact of the fencing."""
-    if node is not None and node.cause is not None:
+    causes (or a node no longer fenced), the bare fact of the fencing."""
+    if node is not None and node.fenced and node.cause is not None:
         return node.cause
     return Trigger(TriggerKind.NODE_FENCED, node_id=node_id)

@@ -198,11 +198,11 @@ class PartitionChangeBuilder:
 
     def set_leader(self, leader: int, election: str | None = None) -> Self:
         """An explicit leader; ``election`` is recorded with it if it is a new one, and is
-        the cause's rule."""
+        the cause's rule (:data:`NO_CANDIDATE` for no leader)."""
         self.leader = leader
         if election is not None:
             self._election = election
-            self._rule = election
+            self._rule = election if leader >= 0 else NO_CANDIDATE
         return self
 
     def set_state(self, state: PartitionState) -> Self:
@@ -244,7 +244,7 @@ class PartitionChangeBuilder:
             self.isr = tuple(r for r in isr if r != node_id)
         if self.leader == node_id and not self.elect_offline(live, unclean=unclean):
             self.set_leader(NO_LEADER, Election.OFFLINE)
-            self._rule, self._candidates = NO_CANDIDATE, ()
+            self._candidates = ()
         return self
 
     # -- elections (docs/architecture.md#leader-election) --------------------------------

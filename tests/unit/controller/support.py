@@ -48,6 +48,8 @@ class Cluster:
         self.log: list[Record] = []
         self.node_epochs: dict[int, int] = {}
         self._correlation = 0
+        # The caller's authenticated principal (mutual TLS), as the dispatcher passes it.
+        self.principal: str | None = None
         self.shard = ControllerShard(
             self.config, controller_id, f"controller-{controller_id}", rng=random.Random(seed)
         )
@@ -71,7 +73,8 @@ class Cluster:
         (so its decisions carry the same request id)."""
         if not retry:
             self._correlation += 1
-        request = Request(RequestRef("test", self._correlation), type(body).__name__, body)
+        ref = RequestRef("test", self._correlation, principal=self.principal)
+        request = Request(ref, type(body).__name__, body)
         self.last = self._apply(self.shard.handle(request, self.now))
         assert len(self.last.replies) == 1
         self.settle()
@@ -252,6 +255,8 @@ class Cluster:
                 and record.value is not None
             ):
                 assert record.value.controller_epoch >= 0  # type: ignore[attr-defined]
+            if isinstance(record.value, PartitionValue):
+                assert record.value.cause is not None, record.value
 
 
 def replayed(log: Iterable[Record]) -> Any:
