@@ -261,7 +261,22 @@ def _decode_value(buf: bytes, pos: int, with_cause: bool = True) -> tuple[Partit
 
 
 def _read_cause(buf: bytes, pos: int) -> tuple[Cause, int]:
+    # A million partitions carry a few thousand distinct causes: a cause read before is
+    # found by its bytes and shared. Where they end is guessed (one-byte ids, a short
+    # rule); a wrong guess is simply not found, as Avro's encoding is prefix-free: bytes
+    # that are a whole cause read before decode to that cause and end there.
+    start = pos
     trigger, pos = _read_trigger(buf, pos)
+    guess = pos
+    for _ in range(3):  # candidates, ISR, ELR
+        head = buf[guess] if guess < len(buf) else 0
+        guess += 1 if head == 0 else (head >> 1) + 2
+    if guess < len(buf):
+        guess += 1 + (buf[guess] >> 1)  # the rule
+        if guess <= len(buf):  # else a slice would stop short and might still be found
+            cause = _CAUSES.get(buf[start:guess])
+            if cause is not None:
+                return cause, guess
     candidates, pos = _read_ids(buf, pos)
     isr, pos = _read_ids(buf, pos)
     elr, pos = _read_ids(buf, pos)
@@ -269,7 +284,19 @@ def _read_cause(buf: bytes, pos: int) -> tuple[Cause, int]:
         rule, pos = "", pos + 1
     else:
         rule, pos = _read_name(buf, pos)
-    return Cause(trigger, candidates, isr, elr, rule), pos
+    cause = _new(Cause)
+    _set_cause_trigger(cause, trigger)
+    _set_cause_candidates(cause, candidates)
+    _set_cause_isr(cause, isr)
+    _set_cause_elr(cause, elr)
+    _set_cause_rule(cause, rule)
+    if len(_CAUSES) >= _INTERN_LIMIT:
+        _CAUSES.clear()
+    _CAUSES[buf[start:pos]] = cause
+    return cause, pos
+
+
+_CAUSES: dict[bytes, Cause] = {}
 
 
 def _read_trigger(buf: bytes, pos: int) -> tuple[Trigger, int]:
@@ -386,3 +413,7 @@ _set_updated_ms, _set_controller_epoch = _SET["updated_ms"], _SET["controller_ep
 _set_reassignment, _set_election = _SET["reassignment"], _SET["election"]
 _set_elr, _set_last_known_elr = _SET["elr"], _SET["last_known_elr"]
 _set_cause = _SET["cause"]
+_CAUSE_SET: Final = slot_setters(Cause)
+_set_cause_trigger, _set_cause_candidates = _CAUSE_SET["trigger"], _CAUSE_SET["candidates"]
+_set_cause_isr, _set_cause_elr = _CAUSE_SET["isr"], _CAUSE_SET["elr"]
+_set_cause_rule = _CAUSE_SET["rule"]

@@ -134,3 +134,17 @@ def test_hand_read_v2_bodies_are_what_avro_resolution_reads(value: PartitionValu
     assert decode_value(RecordType.PARTITION, raw) == expected
     key = PartitionKey(value.topic, value.partition)
     assert decode_record(encode_key(key), raw) == (key, expected)
+
+
+def test_causes_read_again_are_shared_and_exact() -> None:
+    # The reader finds a cause it read before by its bytes, guessing where they end
+    # (one-byte ids): causes with longer ids or rules must still read exactly.
+    long_ids = Cause(EXPIRED, candidates=(1000, 2), isr=(300, 70, 1), elr=(64,), rule="r" * 70)
+    short = (CAUSE, Cause(EXPIRED), Cause(EXPIRED, rule="x"))
+    for cause in (CAUSE, long_ids, CAUSE, long_ids, *short):
+        value = dataclasses.replace(VALUE, cause=cause)
+        first = decode_value(RecordType.PARTITION, encode_value(value))
+        again = decode_value(RecordType.PARTITION, encode_value(value))
+        assert first == again == value
+        if cause in short:  # one object for every partition that shares it
+            assert first.cause is again.cause
