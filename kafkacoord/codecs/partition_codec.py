@@ -106,6 +106,7 @@ def _cause(c: Cause) -> bytes:
         write_int_array(c.isr),
         write_int_array(c.elr),
         write_string(c.rule),
+        write_int(c.leader),
     ))  # fmt: skip
 
 
@@ -263,8 +264,9 @@ def _decode_value(buf: bytes, pos: int, with_cause: bool = True) -> tuple[Partit
 def _read_cause(buf: bytes, pos: int) -> tuple[Cause, int]:
     # A million partitions carry a few thousand distinct causes: a cause read before is
     # found by its bytes and shared. Where they end is guessed (one-byte ids, a short
-    # rule); a wrong guess is simply not found, as Avro's encoding is prefix-free: bytes
-    # that are a whole cause read before decode to that cause and end there.
+    # rule, a one-byte leader); a wrong guess is simply not found, as Avro's encoding is
+    # prefix-free: bytes that are a whole cause read before decode to that cause and end
+    # there.
     start = pos
     trigger, pos = _read_trigger(buf, pos)
     guess = pos
@@ -273,6 +275,7 @@ def _read_cause(buf: bytes, pos: int) -> tuple[Cause, int]:
         guess += 1 if head == 0 else (head >> 1) + 2
     if guess < len(buf):
         guess += 1 + (buf[guess] >> 1)  # the rule
+        guess += 1  # the leader
         if guess <= len(buf):  # else a slice would stop short and might still be found
             cause = _CAUSES.get(buf[start:guess])
             if cause is not None:
@@ -284,12 +287,14 @@ def _read_cause(buf: bytes, pos: int) -> tuple[Cause, int]:
         rule, pos = "", pos + 1
     else:
         rule, pos = _read_name(buf, pos)
+    leader, pos = read_int(buf, pos)
     cause = _new(Cause)
     _set_cause_trigger(cause, trigger)
     _set_cause_candidates(cause, candidates)
     _set_cause_isr(cause, isr)
     _set_cause_elr(cause, elr)
     _set_cause_rule(cause, rule)
+    _set_cause_leader(cause, leader)
     if len(_CAUSES) >= _INTERN_LIMIT:
         _CAUSES.clear()
     _CAUSES[buf[start:pos]] = cause
@@ -416,4 +421,4 @@ _set_cause = _SET["cause"]
 _CAUSE_SET: Final = slot_setters(Cause)
 _set_cause_trigger, _set_cause_candidates = _CAUSE_SET["trigger"], _CAUSE_SET["candidates"]
 _set_cause_isr, _set_cause_elr = _CAUSE_SET["isr"], _CAUSE_SET["elr"]
-_set_cause_rule = _CAUSE_SET["rule"]
+_set_cause_rule, _set_cause_leader = _CAUSE_SET["rule"], _CAUSE_SET["leader"]

@@ -65,19 +65,21 @@ class TriggerKind:
 @dataclass(frozen=True, slots=True)
 class Cause(AvroModel):
     """Why a partition changed: the decision's :class:`Trigger`, and this partition's
-    inputs to it: the replicas the rule chose from, the ISR and ELR before the change, and
-    the election rule (empty when no leader was elected)."""
+    inputs to it: the replicas the rule chose from, the ISR and ELR before the change, the
+    election rule (empty when no leader was elected) and the leader before the change."""
 
     trigger: Trigger
     candidates: tuple[int, ...] = ()
     isr: tuple[int, ...] = ()
     elr: tuple[int, ...] = ()
     rule: str = ""
+    leader: int = -1
 
     @classmethod
     def from_avro(cls, data: dict[str, Any]) -> Self:
         return cls(Trigger.from_avro(data["trigger"]), tuple(data["candidates"]),
-                   tuple(data["isr"]), tuple(data["elr"]), data["rule"])  # fmt: skip
+                   tuple(data["isr"]), tuple(data["elr"]), data["rule"],
+                   data["leader"])  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

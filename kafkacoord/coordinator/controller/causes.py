@@ -28,20 +28,26 @@ _KIND_OF_API: Final = {
 }
 
 
+# Kinds that more than one API has: the trigger names its API.
+_NAMES_ITS_API: Final = frozenset({TriggerKind.ADMIN_REQUEST, TriggerKind.ISR_CHANGE})
+
+
 def request_trigger(request: Request) -> Trigger:
-    """The trigger of what ``request`` decides: its kind, the node its body names, and for
-    an admin API the caller's principal and request id (``client id:correlation id``,
-    which a retry keeps)."""
+    """The trigger of what ``request`` decides: its kind, the node its body names, for an
+    admin API the caller's principal and request id (``client id:correlation id``, which a
+    retry keeps), and the API where the kind does not say it (an admin request; an ISR
+    change reported by its leader or by a follower)."""
     node_id = getattr(request.body, "node_id", None)
     spec = CONTROLLER_APIS.get(request.api)
     ref = request.ref
     admin = spec is not None and spec.admin
+    kind = _KIND_OF_API.get(request.api, TriggerKind.ADMIN_REQUEST)
     return Trigger(
-        _KIND_OF_API.get(request.api, TriggerKind.ADMIN_REQUEST),
+        kind,
         node_id=node_id if isinstance(node_id, int) else -1,
         principal=ref.principal if admin else None,
         request_id=f"{ref.client_id}:{ref.correlation_id}" if admin else None,
-        api=request.api,
+        api=request.api if kind in _NAMES_ITS_API else None,
     )
 
 

@@ -117,7 +117,13 @@ triggers = st.builds(
     imbalance=st.none() | st.floats(allow_nan=False),
 )
 causes = st.builds(
-    Cause, trigger=triggers, candidates=int_arrays, isr=int_arrays, elr=int_arrays, rule=texts
+    Cause,
+    trigger=triggers,
+    candidates=int_arrays,
+    isr=int_arrays,
+    elr=int_arrays,
+    rule=texts,
+    leader=ints,
 )
 
 members = st.builds(

@@ -26,7 +26,7 @@ def test_register_new_node_starts_fenced_until_its_first_heartbeat() -> None:
         node_id=1, incarnation="inc-1", node_epoch=1, fenced=True, registered_ms=START_MS,
         controller_epoch=c.shard.epoch, rack="r1", endpoints={"app": "host1:9000"},
         shutting_down=False, roles=("coordinator",),
-        cause=Trigger(TriggerKind.NODE_REGISTERED, node_id=1, api="RegisterNode"),
+        cause=Trigger(TriggerKind.NODE_REGISTERED, node_id=1),
     )  # fmt: skip
     assert c.shard.image.live_nodes() == set()
     reply = c.heartbeat(1)

@@ -262,7 +262,7 @@ def test_put_records_into_the_batch_it_was_made_for() -> None:
     assert batch.trigger is None  # the outer trigger (none) is back
     assert batch.records == [Record(PartitionKey("t", 0), new)]
     assert new.controller_epoch == 4  # stamped by the batch
-    assert new.cause == Cause(TRIGGER, (), current.isr, current.elr, "")
+    assert new.cause == Cause(TRIGGER, (), current.isr, current.elr, "", current.leader)
     with pytest.raises(ValueError, match="no batch"):
         builder(current).put()
 
