@@ -40,6 +40,8 @@ from .models import (
     ConsumerGroupTargetAssignmentMetadataValue,
     ControllerKey,
     ControllerValue,
+    DecisionKey,
+    DecisionValue,
     GroupMetadataKey,
     GroupMetadataValue,
     NodeKey,
@@ -65,6 +67,7 @@ class RecordType(IntEnum):
     TOPIC = 3
     PARTITION = 4
     REBALANCE = 5
+    DECISION = 6
     GROUP_METADATA = 10
     OFFSET_COMMIT = 11
     SHARD_LEADER = 12
@@ -112,6 +115,7 @@ SPECS: Final[dict[RecordType, RecordSpec]] = {
         RecordSpec(RecordType.TOPIC, "topic", TopicKey, TopicValue),
         RecordSpec(RecordType.PARTITION, "partition", PartitionKey, PartitionValue),
         RecordSpec(RecordType.REBALANCE, "rebalance", RebalanceKey, RebalanceValue),
+        RecordSpec(RecordType.DECISION, "decision", DecisionKey, DecisionValue),
         RecordSpec(
             RecordType.GROUP_METADATA, "group_metadata", GroupMetadataKey, GroupMetadataValue
         ),

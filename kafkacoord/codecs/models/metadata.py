@@ -83,6 +83,31 @@ class Cause(AvroModel):
 
 
 @dataclass(frozen=True, slots=True)
+class DecisionKey(AvroModel):
+    """A controller decision's key (type tag 6): the controller epoch that decided and
+    that controller's count of its decisions, so ids are unique and ordered, and a
+    replay reproduces them."""
+
+    controller_epoch: int
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionValue(AvroModel):
+    """A controller decision, written once in the batch of the records it explains
+    (docs/architecture.md#causes): its :class:`Trigger` and when it was decided."""
+
+    trigger: Trigger
+    decided_ms: int
+    controller_epoch: int  # as the key's: every metadata value carries its epoch (fencing)
+
+    @classmethod
+    def from_avro(cls, data: dict[str, Any]) -> Self:
+        return cls(Trigger.from_avro(data["trigger"]), data["decided_ms"],
+                   data["controller_epoch"])  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class NodeKey(AvroModel):
     """A node's key (type tag 2)."""
 

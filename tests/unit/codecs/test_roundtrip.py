@@ -46,6 +46,8 @@ from kafkacoord.codecs.models import (
     ConsumerGroupTargetAssignmentMetadataValue,
     ControllerKey,
     ControllerValue,
+    DecisionKey,
+    DecisionValue,
     GroupMember,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -151,6 +153,7 @@ KEYS: dict[RecordType, st.SearchStrategy[Any]] = {
     RecordType.OFFSET_COMMIT: st.builds(OffsetCommitKey, group=texts, topic=texts, partition=ints),
     RecordType.SHARD_LEADER: st.just(ShardLeaderKey()),
     RecordType.REBALANCE: st.just(RebalanceKey()),
+    RecordType.DECISION: st.builds(DecisionKey, controller_epoch=ints, sequence=longs),
     RecordType.CONSUMER_GROUP_METADATA: st.builds(ConsumerGroupMetadataKey, group=texts),
     RecordType.CONSUMER_GROUP_PARTITION_METADATA: st.builds(
         ConsumerGroupPartitionMetadataKey, group=texts
@@ -239,6 +242,9 @@ VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
     ),
     RecordType.SHARD_LEADER: st.builds(
         ShardLeaderValue, leader_epoch=ints, node_id=ints, incarnation=texts, activated_ms=longs
+    ),
+    RecordType.DECISION: st.builds(
+        DecisionValue, trigger=triggers, decided_ms=longs, controller_epoch=ints
     ),
     RecordType.REBALANCE: st.builds(
         RebalanceValue,
