@@ -8,7 +8,6 @@ written before v3 loads as fast. Any other schema version goes through fastavro.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Final
 
@@ -23,7 +22,7 @@ from .avro_binary import (
     write_long,
     write_string,
 )
-from .models import Cause, PartitionKey, PartitionValue, Reassignment, Trigger
+from .models import Cause, DecisionKey, PartitionKey, PartitionValue, Reassignment
 from .models.base import slot_setters
 from .models.metadata import PartitionState
 
@@ -35,7 +34,6 @@ _STATES: Final = tuple(PartitionState)
 _STATE_INDEX: Final = {state: write_long(i) for i, state in enumerate(_STATES)}
 _NULL: Final = b"\x00"
 _SOME: Final = b"\x02"  # union branch 1
-_DOUBLE: Final = struct.Struct("<d")
 
 
 def encode_key_body(key: PartitionKey) -> bytes:
@@ -67,47 +65,10 @@ def _reassignment(r: Reassignment) -> bytes:
     ))  # fmt: skip
 
 
-def _optional_string(text: str | None) -> bytes:
-    return _NULL if text is None else _SOME + write_string(text)
-
-
-def _trigger_bytes(t: Trigger) -> bytes:
-    return b"".join((
-        write_string(t.kind),
-        write_int(t.node_id),
-        write_long(t.heartbeat_ms),
-        _optional_string(t.principal),
-        _optional_string(t.request_id),
-        _optional_string(t.api),
-        _optional_string(t.plan_id),
-        write_int(t.plan_step),
-        _NULL if t.imbalance is None else _SOME + _DOUBLE.pack(t.imbalance),
-    ))  # fmt: skip
-
-
-def _encoded_trigger(t: Trigger) -> bytes:
-    """A decision's trigger is one object shared by all its records: encoded once."""
-    last, raw = _last_encoded[0]
-    if last is t:
-        return raw
-    raw = _trigger_bytes(t)
-    _last_encoded[0] = (t, raw)  # one tuple: other threads see a whole pair
-    return raw
-
-
-_last_encoded: list[tuple[Trigger | None, bytes]] = [(None, b"")]
-
-
 def _cause(c: Cause) -> bytes:
-    return b"".join((
-        _SOME,
-        _encoded_trigger(c.trigger),
-        write_int_array(c.candidates),
-        write_int_array(c.isr),
-        write_int_array(c.elr),
-        write_string(c.rule),
-        write_int(c.leader),
-    ))  # fmt: skip
+    d = c.decision
+    return b"".join((_SOME, write_int(d.controller_epoch), write_long(d.sequence),
+                     write_string(c.rule)))  # fmt: skip
 
 
 def encode_value_body(v: PartitionValue) -> bytes:
@@ -262,88 +223,25 @@ def _decode_value(buf: bytes, pos: int, with_cause: bool = True) -> tuple[Partit
 
 
 def _read_cause(buf: bytes, pos: int) -> tuple[Cause, int]:
-    # A million partitions carry a few thousand distinct causes: a cause read before is
-    # found by its bytes and shared. Where they end is guessed (one-byte ids, a short
-    # rule, a one-byte leader); a wrong guess is simply not found, as Avro's encoding is
-    # prefix-free: bytes that are a whole cause read before decode to that cause and end
-    # there.
+    # The records of one decision share their cause (a fencing's few rules): the object
+    # is found by its bytes and shared.
     start = pos
-    trigger, pos = _read_trigger(buf, pos)
-    guess = pos
-    for _ in range(3):  # candidates, ISR, ELR
-        head = buf[guess] if guess < len(buf) else 0
-        guess += 1 if head == 0 else (head >> 1) + 2
-    if guess < len(buf):
-        guess += 1 + (buf[guess] >> 1)  # the rule
-        guess += 1  # the leader
-        if guess <= len(buf):  # else a slice would stop short and might still be found
-            cause = _CAUSES.get(buf[start:guess])
-            if cause is not None:
-                return cause, guess
-    candidates, pos = _read_ids(buf, pos)
-    isr, pos = _read_ids(buf, pos)
-    elr, pos = _read_ids(buf, pos)
+    epoch, pos = read_int(buf, pos)
+    sequence, pos = read_long(buf, pos)
     if buf[pos] == 0:
         rule, pos = "", pos + 1
     else:
         rule, pos = _read_name(buf, pos)
-    leader, pos = read_int(buf, pos)
-    cause = _new(Cause)
-    _set_cause_trigger(cause, trigger)
-    _set_cause_candidates(cause, candidates)
-    _set_cause_isr(cause, isr)
-    _set_cause_elr(cause, elr)
-    _set_cause_rule(cause, rule)
-    _set_cause_leader(cause, leader)
-    if len(_CAUSES) >= _INTERN_LIMIT:
-        _CAUSES.clear()
-    _CAUSES[buf[start:pos]] = cause
+    raw = buf[start:pos]
+    cause = _CAUSES.get(raw)
+    if cause is None:
+        if len(_CAUSES) >= _INTERN_LIMIT:
+            _CAUSES.clear()
+        cause = _CAUSES[raw] = Cause(DecisionKey(epoch, sequence), rule)
     return cause, pos
 
 
 _CAUSES: dict[bytes, Cause] = {}
-
-
-def _read_trigger(buf: bytes, pos: int) -> tuple[Trigger, int]:
-    """The records of one decision share its trigger: one equal to the last one read costs
-    a compare, and they share the object."""
-    raw, last = _last_trigger[0]
-    if last is not None and buf.startswith(raw, pos):
-        return last, pos + len(raw)
-    start = pos
-    kind, pos = _read_name(buf, pos)
-    node_id, pos = read_int(buf, pos)
-    heartbeat_ms, pos = read_long(buf, pos)
-    principal, pos = _read_optional_string(buf, pos)
-    request_id, pos = _read_optional_string(buf, pos)
-    api, pos = _read_optional_string(buf, pos)
-    plan_id, pos = _read_optional_string(buf, pos)
-    plan_step, pos = read_int(buf, pos)
-    imbalance: float | None = None
-    branch, pos = read_int(buf, pos)
-    if branch == 1:
-        if pos + _DOUBLE.size > len(buf):
-            raise ValueError("double runs past the end of the record")
-        (imbalance,) = _DOUBLE.unpack_from(buf, pos)
-        pos += _DOUBLE.size
-    elif branch != 0:
-        raise ValueError(f"union branch {branch} of imbalance does not exist")
-    trigger = Trigger(kind, node_id, heartbeat_ms, principal, request_id, api, plan_id,
-                      plan_step, imbalance)  # fmt: skip
-    _last_trigger[0] = (buf[start:pos], trigger)
-    return trigger, pos
-
-
-_last_trigger: list[tuple[bytes, Trigger | None]] = [(b"", None)]
-
-
-def _read_optional_string(buf: bytes, pos: int) -> tuple[str | None, int]:
-    branch, pos = read_int(buf, pos)
-    if branch == 0:
-        return None, pos
-    if branch != 1:
-        raise ValueError(f"union branch {branch} of an optional string does not exist")
-    return read_string(buf, pos)
 
 
 # -- shared topics and replica lists --------------------------------------------------------
@@ -418,7 +316,3 @@ _set_updated_ms, _set_controller_epoch = _SET["updated_ms"], _SET["controller_ep
 _set_reassignment, _set_election = _SET["reassignment"], _SET["election"]
 _set_elr, _set_last_known_elr = _SET["elr"], _SET["last_known_elr"]
 _set_cause = _SET["cause"]
-_CAUSE_SET: Final = slot_setters(Cause)
-_set_cause_trigger, _set_cause_candidates = _CAUSE_SET["trigger"], _CAUSE_SET["candidates"]
-_set_cause_isr, _set_cause_elr = _CAUSE_SET["isr"], _CAUSE_SET["elr"]
-_set_cause_rule, _set_cause_leader = _CAUSE_SET["rule"], _CAUSE_SET["leader"]

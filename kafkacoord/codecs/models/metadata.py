@@ -63,26 +63,6 @@ class TriggerKind:
 
 
 @dataclass(frozen=True, slots=True)
-class Cause(AvroModel):
-    """Why a partition changed: the decision's :class:`Trigger`, and this partition's
-    inputs to it: the replicas the rule chose from, the ISR and ELR before the change, the
-    election rule (empty when no leader was elected) and the leader before the change."""
-
-    trigger: Trigger
-    candidates: tuple[int, ...] = ()
-    isr: tuple[int, ...] = ()
-    elr: tuple[int, ...] = ()
-    rule: str = ""
-    leader: int = -1
-
-    @classmethod
-    def from_avro(cls, data: dict[str, Any]) -> Self:
-        return cls(Trigger.from_avro(data["trigger"]), tuple(data["candidates"]),
-                   tuple(data["isr"]), tuple(data["elr"]), data["rule"],
-                   data["leader"])  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
 class DecisionKey(AvroModel):
     """A controller decision's key (type tag 6): the controller epoch that decided and
     that controller's count of its decisions, so ids are unique and ordered, and a
@@ -108,6 +88,21 @@ class DecisionValue(AvroModel):
 
 
 @dataclass(frozen=True, slots=True)
+class Cause(AvroModel):
+    """Why a partition changed: the decision (its :class:`DecisionKey`, whose record holds
+    the trigger) and the election rule that chose the leader (empty when none was
+    elected). What the partition was before is the record before it (or the views'
+    history once compacted), so it is not repeated here."""
+
+    decision: DecisionKey
+    rule: str = ""
+
+    @classmethod
+    def from_avro(cls, data: dict[str, Any]) -> Self:
+        return cls(DecisionKey(**data["decision"]), data["rule"])
+
+
+@dataclass(frozen=True, slots=True)
 class NodeKey(AvroModel):
     """A node's key (type tag 2)."""
 
@@ -128,13 +123,15 @@ class NodeValue(AvroModel):
     endpoints: dict[str, str] = field(default_factory=dict)
     shutting_down: bool = False
     roles: tuple[str, ...] = ()
-    cause: Trigger | None = None
+    # The decision that last fenced, unfenced or shut it down (NodeValue v3); None before.
+    decision: DecisionKey | None = None
 
     @classmethod
     def from_avro(cls, data: dict[str, Any]) -> Self:
-        cause = data.get("cause")
-        return cls(**{**data, "roles": tuple(data["roles"]),
-                      "cause": None if cause is None else Trigger.from_avro(cause)})  # fmt: skip
+        decision = data.get("decision")
+        if decision is not None:
+            decision = DecisionKey(**decision)
+        return cls(**{**data, "roles": tuple(data["roles"]), "decision": decision})
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from kafkacoord.codecs.models import NodeValue, Trigger, TriggerKind
+from kafkacoord.codecs.models import DecisionKey, NodeValue, Trigger, TriggerKind
 from kafkacoord.coordinator.protocol import CONTROLLER_APIS
 from kafkacoord.coordinator.runtime.shard import Request
 
@@ -51,10 +51,10 @@ def request_trigger(request: Request) -> Trigger:
     )
 
 
-def fencing_trigger(node_id: int, node: NodeValue | None) -> Trigger:
-    """The trigger of a fencing's later steps (its ISR shrinks, or its end after a
-    failover): the one the node's fenced record carries, or, for a record written before
-    causes (or a node no longer fenced), the bare fact of the fencing."""
-    if node is not None and node.fenced and node.cause is not None:
-        return node.cause
+def fencing_trigger(node_id: int, node: NodeValue | None) -> Trigger | DecisionKey:
+    """The cause of a fencing's later steps (its ISR shrinks, or its end after a
+    failover): the decision the node's fenced record names, or, for a record written
+    before causes (or a node no longer fenced), a new decision of the bare fact."""
+    if node is not None and node.fenced and node.decision is not None:
+        return node.decision
     return Trigger(TriggerKind.NODE_FENCED, node_id=node_id)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from kafkacoord.codecs.models import Trigger, TriggerKind
+from kafkacoord.codecs.models import DecisionKey, Trigger, TriggerKind
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError, TopicPartitionRef
 from kafkacoord.coordinator.protocol.controller_api import (
     ControlledShutdown,
@@ -64,8 +64,8 @@ class NodeManager:
         self.timers = timers
         # node -> its last heartbeat, or the start of its session under this controller.
         self.heartbeats: dict[int, int] = {}
-        # node -> the trigger of its fencing, for the ISR shrinks that follow it.
-        self.fencings: dict[int, Trigger] = {}
+        # node -> the decision that fenced it, for the ISR shrinks that follow it.
+        self.fencings: dict[int, DecisionKey] = {}
 
     def _renew(self, node_id: int, now_ms: int) -> None:
         self.heartbeats[node_id] = now_ms
@@ -76,10 +76,10 @@ class NodeManager:
         return Trigger(TriggerKind.SESSION_EXPIRED, node_id=node_id,
                        heartbeat_ms=self.heartbeats.get(node_id, -1))  # fmt: skip
 
-    def fencing_trigger(self, batch: Batch, node_id: int) -> Trigger:
-        """The trigger of the node's last fencing, for its ISR shrinks."""
-        trigger = self.fencings.get(node_id)
-        return trigger if trigger is not None else fencing_trigger(node_id, batch.node(node_id))
+    def fencing_trigger(self, batch: Batch, node_id: int) -> Trigger | DecisionKey:
+        """The decision of the node's last fencing, for its ISR shrinks."""
+        decision = self.fencings.get(node_id)
+        return decision if decision is not None else fencing_trigger(node_id, batch.node(node_id))
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -160,7 +160,7 @@ class NodeManager:
         if node is None or node.fenced:
             return False
         batch.put_node(node_value(node, fenced=True))
-        self.fencings[node_id] = batch.require_trigger()
+        self.fencings[node_id] = batch.require_decision()
         self.timers.cancel(session_timer(node_id))
         self.partitions.on_node_fenced(batch, node_id, followers=False)
         self._shrink_after(batch, node_id)

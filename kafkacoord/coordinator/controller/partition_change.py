@@ -17,9 +17,8 @@ partition's next value. The rules (docs/architecture.md#epochs-and-isr) live her
   (:func:`.elr.next_elr`); with them off they stay as they are.
 - A change that changes nothing builds nothing, and nothing is written.
 - Every value built carries its :class:`~kafkacoord.codecs.models.Cause`
-  (docs/architecture.md#causes): the decision's trigger, and this partition's inputs: the
-  ISR and ELR before the change and, when a leader was elected, the rule that chose it and
-  the replicas it chose from.
+  (docs/architecture.md#causes): the decision's id and, when a leader was elected (or
+  none could be), the rule that chose it.
 
 The value built is the partition's whole record, never a delta: Kafka's
 ``PartitionChangeRecord`` carries only the fields that changed, but compaction keeps only
@@ -40,8 +39,13 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Final, Self
 
-from kafkacoord.codecs.models import Cause, PartitionState, PartitionValue, Reassignment, Trigger
-from kafkacoord.codecs.models.base import slot_setters
+from kafkacoord.codecs.models import (
+    Cause,
+    DecisionKey,
+    PartitionState,
+    PartitionValue,
+    Reassignment,
+)
 
 from .batch import Batch
 from .election import (
@@ -94,43 +98,6 @@ _ELECTION_KIND: Final = {
 }
 
 
-def _candidates(via: str, replicas: Ids, isr: Ids, eligible: tuple[Ids, Ids],
-                live: Collection[int]) -> Ids:  # fmt: skip
-    """The replicas an offline election's rule chose from (``isr`` as it left it)."""
-    if via == "isr":
-        return isr  # the election keeps the live ISR members
-    pool = {"elr": eligible[0], "last_known": eligible[1]}.get(via)
-    return tuple(r for r in replicas if r in live and (pool is None or r in pool))
-
-
-# A failover builds hundreds of thousands of causes: filled slot by slot (cf. the codec).
-_new_cause: Final = object.__new__
-_CAUSE_SET: Final = slot_setters(Cause)
-_set_trigger, _set_candidates = _CAUSE_SET["trigger"], _CAUSE_SET["candidates"]
-_set_isr, _set_elr, _set_rule = _CAUSE_SET["isr"], _CAUSE_SET["elr"], _CAUSE_SET["rule"]
-_set_leader = _CAUSE_SET["leader"]
-
-
-def make_cause(
-    trigger: Trigger, candidates: Ids, rule: str, before: PartitionValue | None
-) -> Cause:
-    """The cause of a change of ``before`` (``None``: a new partition), at half the cost
-    of its constructor: the ISR, ELR and leader are ``before``'s."""
-    cause: Cause = _new_cause(Cause)
-    _set_trigger(cause, trigger)
-    _set_candidates(cause, candidates)
-    if before is None:
-        _set_isr(cause, ())
-        _set_elr(cause, ())
-        _set_leader(cause, NO_LEADER)
-    else:
-        _set_isr(cause, before.isr)
-        _set_elr(cause, before.elr)
-        _set_leader(cause, before.leader)
-    _set_rule(cause, rule)
-    return cause
-
-
 def _first_election(replicas: Ids, live: Collection[int]) -> Ids:
     """A new partition's first ISR: its live replicas, the first of which leads."""
     return tuple(r for r in replicas if r in live)
@@ -142,21 +109,20 @@ class PartitionChangeBuilder:
     The setters and elections return the builder, or whether an election found a leader;
     :meth:`build` applies the epoch rules and returns the new value, or ``None`` when
     nothing changed. ``min_isr`` is the topic's ``min.insync.replicas`` with eligible
-    leader replicas on, ``None`` with them off. ``trigger`` is the decision's; the value
-    built carries it in its cause (``None``: no cause, which no batch takes). A builder
-    made by :func:`partition_change` knows its batch and its trigger, and :meth:`put`
-    records the value there.
+    leader replicas on, ``None`` with them off. ``decision`` is the value's cause (``None``:
+    no cause, which no batch takes). A builder made by :func:`partition_change` knows its
+    batch and its decision, and :meth:`put` records the value there.
     """
 
     __slots__ = (
         "_batch",
         "_bump_leader_epoch",
-        "_candidates",
         "_clear_elr",
         "_election",
         "_rule",
         "_unclean_shutdown",
         "current",
+        "decision",
         "isr",
         "leader",
         "min_isr",
@@ -164,7 +130,6 @@ class PartitionChangeBuilder:
         "reassignment",
         "replicas",
         "state",
-        "trigger",
     )
 
     def __init__(
@@ -174,10 +139,10 @@ class PartitionChangeBuilder:
         now_ms: int,
         min_isr: int | None = None,
         batch: Batch | None = None,
-        trigger: Trigger | None = None,
+        decision: DecisionKey | None = None,
     ) -> None:
         self.current = current
-        self.trigger = trigger
+        self.decision = decision
         self.now_ms = now_ms
         self.min_isr = min_isr
         # The targets, as changed so far.
@@ -192,9 +157,8 @@ class PartitionChangeBuilder:
         self._clear_elr = False
         self._unclean_shutdown: int | None = None
         self._batch = batch
-        # The last election's rule and the replicas it chose from, for the cause.
+        # The last election's rule, for the cause.
         self._rule = ""
-        self._candidates: Ids = ()
 
     # -- the changes asked for -----------------------------------------------------------
 
@@ -254,7 +218,6 @@ class PartitionChangeBuilder:
             self.isr = tuple(r for r in isr if r != node_id)
         if self.leader == node_id and not self.elect_offline(live, unclean=unclean):
             self.set_leader(NO_LEADER, Election.OFFLINE)
-            self._candidates = ()
         return self
 
     # -- elections (docs/architecture.md#leader-election) --------------------------------
@@ -280,7 +243,6 @@ class PartitionChangeBuilder:
                 return False
             self.isr = alive
             self.set_leader(alive[0], Election.INITIAL)
-            self._candidates = alive
             return True
         elr, last = self.eligible()
         result = offline_election(self.replicas, self.isr, live, unclean=unclean, elr=elr,
@@ -289,7 +251,6 @@ class PartitionChangeBuilder:
             return False
         self.isr = result.isr
         self.set_leader(result.leader, _ELECTION_KIND[result.via])
-        self._candidates = _candidates(result.via, self.replicas, result.isr, (elr, last), live)
         return True
 
     def elect_preferred(self, live: Collection[int]) -> bool:
@@ -298,7 +259,6 @@ class PartitionChangeBuilder:
         if result is None:
             return False
         self.set_leader(result.leader, Election.PREFERRED)
-        self._candidates = (result.leader,)
         return True
 
     def elect_controlled_shutdown(self, live: Collection[int], node_id: int) -> bool:
@@ -310,9 +270,6 @@ class PartitionChangeBuilder:
             return False
         self.isr = result.isr
         self.set_leader(result.leader, Election.CONTROLLED_SHUTDOWN)
-        self._candidates = tuple(
-            r for r in self.replicas if r != node_id and r in isr and r in live
-        )
         return True
 
     def elect_reassigned(self, target: Ids, live: Collection[int]) -> bool:
@@ -321,7 +278,6 @@ class PartitionChangeBuilder:
         if leader is None:
             return False
         self.set_leader(leader, Election.REASSIGNED)
-        self._candidates = tuple(r for r in target if r in self.isr and r in live)
         return True
 
     # -- the new value ---------------------------------------------------------------------
@@ -361,12 +317,11 @@ class PartitionChangeBuilder:
         )
         if not changed and self.reassignment == current.reassignment:
             return None
-        trigger = self.trigger
+        decision = self.decision
         cause = None
-        if trigger is not None:
+        if decision is not None:
             elected = leader_changed or self._rule == NO_CANDIDATE
-            cause = make_cause(trigger, self._candidates if elected else (),
-                               self._rule if elected else "", current)  # fmt: skip
+            cause = Cause(decision, self._rule if elected else "")
         return PartitionValue(
             current.topic, current.partition, state, replicas, isr, leader,
             current.leader_epoch + 1 if new_leader_epoch else current.leader_epoch,
@@ -389,14 +344,14 @@ class PartitionChangeBuilder:
 
 
 def partition_change(batch: Batch, current: PartitionValue) -> PartitionChangeBuilder:
-    """A builder for a change of ``current`` in ``batch``: the batch's time and trigger
+    """A builder for a change of ``current`` in ``batch``: the batch's time and decision
     (a ``ValueError`` without one), and the topic's ``min.insync.replicas`` when eligible
     leader replicas are on."""
-    trigger = batch.require_trigger()
+    decision = batch.require_decision()
     default = batch.elr_min_isr
     min_isr = None if default is None else batch.image.min_insync_replicas(current.topic, default)
     return PartitionChangeBuilder(current, now_ms=batch.now_ms, min_isr=min_isr, batch=batch,
-                                  trigger=trigger)  # fmt: skip
+                                  decision=decision)  # fmt: skip
 
 
 def new_partition(
@@ -406,15 +361,15 @@ def new_partition(
     live: Collection[int],
     now_ms: int,
     *,
-    trigger: Trigger | None = None,
+    decision: DecisionKey | None = None,
 ) -> PartitionValue:
     """A partition's first value, for a batch to stamp: ONLINE with its live replicas as the ISR and
     the first of them as leader, or NEW while none is live; both epochs start at 0. With a
-    ``trigger``, its cause: the initial election over the live replicas."""
+    ``decision``, its cause: the initial election over the live replicas."""
     alive = _first_election(replicas, live)
     cause = None
-    if trigger is not None:
-        cause = make_cause(trigger, alive, Election.INITIAL if alive else NO_CANDIDATE, None)
+    if decision is not None:
+        cause = Cause(decision, Election.INITIAL if alive else NO_CANDIDATE)
     return PartitionValue(
         topic, partition, PartitionState.ONLINE if alive else PartitionState.NEW, replicas,
         alive, alive[0] if alive else NO_LEADER, 0, 0, now_ms, EPOCH_FROM_BATCH,
@@ -426,7 +381,7 @@ def put_new_partition(batch: Batch, topic: str, partition: int, replicas: Ids) -
     """Create the partition in ``batch``: NonExistent -> New, then New -> Online when a
     replica is live, in one record."""
     value = new_partition(topic, partition, replicas, batch.live(), batch.now_ms,
-                          trigger=batch.require_trigger())  # fmt: skip
+                          decision=batch.require_decision())  # fmt: skip
     return batch.put_partition(value, via=PartitionPhase.NEW)
 
 
@@ -453,7 +408,9 @@ def fence_node(
     which Kafka's table allows from any existing state, so the values skip the per-record
     transition check.
     """
-    trigger = batch.require_trigger()
+    decision = batch.require_decision()
+    # The decision's causes, one per rule: shared by the values.
+    quiet, causes = Cause(decision), {NO_CANDIDATE: Cause(decision, NO_CANDIDATE)}
     live = batch.live()
     now_ms, from_batch = batch.now_ms, EPOCH_FROM_BATCH
     pending = batch.has_pending_partitions()
@@ -507,7 +464,7 @@ def fence_node(
                     topic, partition, current.state, replicas, isr, current.leader,
                     current.leader_epoch, current.partition_epoch + 1, now_ms, from_batch,
                     current.reassignment, current.election, elr, last,
-                    make_cause(trigger, (), "", current),
+                    quiet,
                 )
             )  # fmt: skip
             continue
@@ -515,14 +472,11 @@ def fence_node(
                                   last_known=last)  # fmt: skip
         if result is None:
             state, leader, kind = PartitionState.OFFLINE, NO_LEADER, Election.OFFLINE
-            cause = make_cause(trigger, (), NO_CANDIDATE, current)
+            cause = causes[NO_CANDIDATE]
         else:
-            via = result.via
-            candidates = result.isr if via == "isr" else _candidates(
-                via, replicas, result.isr, (elr, last), live)  # fmt: skip
             state, leader, isr = PartitionState.ONLINE, result.leader, result.isr
-            kind = _ELECTION_KIND[via]
-            cause = make_cause(trigger, candidates, kind, current)
+            kind = _ELECTION_KIND[result.via]
+            cause = causes.get(kind) or causes.setdefault(kind, Cause(decision, kind))
             if min_isr is not None:
                 full = len(isr) >= min_isr
                 elr, last = ((), ()) if full else next_elr(current, replicas, isr, min_isr)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from kafkacoord.codecs.models import PartitionKey, PartitionValue, Trigger, TriggerKind
+from kafkacoord.codecs.models import DecisionKey, PartitionKey, PartitionValue, Trigger, TriggerKind
 from kafkacoord.coordinator.protocol import CONTROLLER_APIS, Body, Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result, encode_records
@@ -41,7 +41,7 @@ from kafkacoord.gc_pause import (
     gc_paused,
 )
 
-from .batch import Batch
+from .batch import Batch, DecisionCounter
 from .causes import fencing_trigger, request_trigger
 from .config import ControllerConfig
 from .image import MetadataImage
@@ -77,6 +77,7 @@ class _SoftState:
     replicas: dict[tuple[str, int], dict[int, ReplicaState]]
     timers: dict[Hashable, int]
     rng: tuple[Any, ...]
+    decisions: int  # the next decision's sequence
 
 
 class ControllerShard:
@@ -120,6 +121,8 @@ class ControllerShard:
         self.rebalances = RebalanceExecutor(self.reassignments)
         # The epoch this controller writes with; set by on_loaded.
         self.epoch = -1
+        # Its count of decisions, from which their ids are made.
+        self._decisions = DecisionCounter()
         self._loaded = False
         self._handlers: dict[str, Handler] = {
             "RegisterNode": self.nodes.register,
@@ -161,6 +164,8 @@ class ControllerShard:
         self.timers.clear()
         self.replica_states.clear()
         self.epoch = self.image.controller_epoch + 1
+        # A new epoch: its decisions count from 0 (ids are (epoch, count)).
+        self._decisions = DecisionCounter()
         self._loaded = True
         batch = self._batch(now_ms)
         # The new epoch goes first: every decision after it carries it.
@@ -244,16 +249,17 @@ class ControllerShard:
     def _batch(self, now_ms: int) -> Batch:
         config = self.config
         elr = config.default_min_insync_replicas if config.eligible_leader_replicas_enable else None
-        return Batch(self.image, self.epoch, now_ms, elr_min_isr=elr)
+        return Batch(self.image, self.epoch, now_ms, elr_min_isr=elr, decisions=self._decisions)
 
     def _soft_state(self) -> _SoftState:
         return _SoftState(self.replica_states.snapshot(), self.timers.snapshot(),
-                          self.rng.getstate())  # fmt: skip
+                          self.rng.getstate(), self._decisions.next)  # fmt: skip
 
     def _restore(self, saved: _SoftState) -> None:
         self.replica_states.restore(saved.replicas)
         self.timers.restore(saved.timers)
         self.rng.setstate(saved.rng)
+        self._decisions.next = saved.decisions
 
     def _fire_timers(self, now_ms: int) -> Result:
         batch = self._batch(now_ms)
@@ -298,7 +304,7 @@ class ControllerShard:
         else:
             log.error("unknown controller timer %r", key)
 
-    def _timer_trigger(self, batch: Batch, key: Hashable) -> Trigger:
+    def _timer_trigger(self, batch: Batch, key: Hashable) -> Trigger | DecisionKey:
         """The cause of what a timer decides (an auto leader rebalance and a rebalance
         plan's steps refine it per partition)."""
         if isinstance(key, tuple) and key[0] == SESSION_TIMER:

@@ -1,6 +1,7 @@
-"""The cause of a decision (PartitionValue v3, NodeValue v3), evolved both ways: a record
-written before v3 reads with the current reader (no cause), and a record with a cause reads
-with the v2 reader, which skips it (Avro schema resolution, from the .avsc files on disk)."""
+"""The cause of a decision (PartitionValue v3, NodeValue v3: the decision's id, and a
+partition's election rule), evolved both ways: a record written before v3 reads with the
+current reader (no cause), and a record with a cause reads with the v2 reader, which skips
+it (Avro schema resolution, from the .avsc files on disk)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,12 @@ import kafkacoord.codecs
 from kafkacoord.codecs import RecordType, decode_record, decode_value
 from kafkacoord.codecs.models import (
     Cause,
+    DecisionKey,
     NodeValue,
     PartitionKey,
     PartitionState,
     PartitionValue,
     Reassignment,
-    Trigger,
-    TriggerKind,
 )
 from kafkacoord.codecs.records import encode_key, encode_value, encode_value_as
 
@@ -42,8 +42,8 @@ PARTITION_V3 = _schema("partition_value.v3.avsc")
 NODE_V2 = _schema("node_value.v2.avsc")
 NODE_V3 = _schema("node_value.v3.avsc")
 
-EXPIRED = Trigger(TriggerKind.SESSION_EXPIRED, node_id=3, heartbeat_ms=1_764_300_122_000)
-CAUSE = Cause(EXPIRED, candidates=(1,), isr=(3, 1), elr=(), rule="offline")
+EXPIRED = DecisionKey(5, 41)
+CAUSE = Cause(EXPIRED, rule="offline")
 VALUE = PartitionValue("orders", 7, PartitionState.ONLINE, (3, 1, 2), (1,), 1, 8, 9,
                        1_764_300_131_000, 5, election="offline", cause=CAUSE)  # fmt: skip
 
@@ -68,7 +68,7 @@ def test_v3_adds_only_an_optional_cause() -> None:
     [cause] = [f for f in PARTITION_V3["fields"] if f["name"] == "cause"]
     assert cause["default"] is None and cause["type"][0] == "null"
     assert [f["name"] for f in NODE_V3["fields"]] == [f["name"] for f in NODE_V2["fields"]] + [
-        "cause"
+        "decision"
     ]
 
 
@@ -94,14 +94,15 @@ def test_a_partition_record_with_a_cause_reads_with_the_v2_reader() -> None:
 
 
 def test_node_records_evolve_both_ways() -> None:
-    node = NodeValue(3, "inc", 2, True, 10, 5, rack="r1", roles=("coordinator",), cause=EXPIRED)
+    node = NodeValue(3, "inc", 2, True, 10, 5, rack="r1", roles=("coordinator",),
+                     decision=EXPIRED)  # fmt: skip
     raw = encode_value(node)
     assert raw[:2] == b"\x00\x03"
     assert decode_value(RecordType.NODE, raw) == node
     old_reader = _read(raw[2:], NODE_V3, NODE_V2)
-    assert NodeValue.from_avro(old_reader) == dataclasses.replace(node, cause=None)
+    assert NodeValue.from_avro(old_reader) == dataclasses.replace(node, decision=None)
     old = encode_value_as(node, 2)
-    assert decode_value(RecordType.NODE, old) == dataclasses.replace(node, cause=None)
+    assert decode_value(RecordType.NODE, old) == dataclasses.replace(node, decision=None)
 
 
 ids = st.lists(st.integers(-1, 300), max_size=5).map(tuple)
@@ -137,9 +138,9 @@ def test_hand_read_v2_bodies_are_what_avro_resolution_reads(value: PartitionValu
 
 
 def test_causes_read_again_are_shared_and_exact() -> None:
-    # The reader finds a cause it read before by its bytes, guessing where they end
-    # (one-byte ids): causes with longer ids or rules must still read exactly.
-    long_ids = Cause(EXPIRED, candidates=(1000, 2), isr=(300, 70, 1), elr=(64,), rule="r" * 70)
+    # The reader finds a cause it read before by its bytes: large ids and long rules must
+    # still read exactly.
+    long_ids = Cause(DecisionKey((1 << 31) - 1, (1 << 63) - 1), rule="r" * 70)
     short = (CAUSE, Cause(EXPIRED), Cause(EXPIRED, rule="x"))
     for cause in (CAUSE, long_ids, CAUSE, long_ids, *short):
         value = dataclasses.replace(VALUE, cause=cause)

@@ -10,7 +10,15 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kafkacoord.codecs.models import NodeKey, PartitionKey, PartitionValue, TopicKey
+from kafkacoord.codecs.models import (
+    DecisionKey,
+    DecisionValue,
+    NodeKey,
+    PartitionKey,
+    PartitionValue,
+    TopicKey,
+    Trigger,
+)
 from kafkacoord.coordinator.controller.config import ControllerConfig
 from kafkacoord.coordinator.controller.nodes import ISR_SHRINK_TIMER
 from kafkacoord.coordinator.controller.shard import ControllerShard
@@ -232,8 +240,9 @@ class Cluster:
         ]
 
     def record_keys(self, result: Result | None = None) -> list[object]:
+        """The keys of what ``result`` changed (its decision records left out)."""
         result = result if result is not None else self.last
-        return [r.key for r in result.records]
+        return [r.key for r in result.records if not isinstance(r.key, DecisionKey)]
 
     def check(self) -> None:
         """Invariants that hold after every event."""
@@ -249,14 +258,26 @@ class Cluster:
             if value.leader >= 0:
                 assert value.leader in value.isr, f"{name}: leader {value.leader} ∉ ISR {value.isr}"
             assert value.controller_epoch <= image.controller_epoch
+        decided: set[DecisionKey] = set()
         for record in self.log:
+            if isinstance(record.key, DecisionKey):
+                decided.add(record.key)
             if (
                 isinstance(record.key, (NodeKey, TopicKey, PartitionKey))
                 and record.value is not None
             ):
                 assert record.value.controller_epoch >= 0  # type: ignore[attr-defined]
             if isinstance(record.value, PartitionValue):
+                # Every change names a decision written before it.
                 assert record.value.cause is not None, record.value
+                assert record.value.cause.decision in decided, record.value
+
+
+def trigger_of(log: Iterable[Record], decision: DecisionKey | None) -> Trigger:
+    """The trigger of ``decision``, from its record in ``log``."""
+    [value] = [r.value for r in log if r.key == decision]
+    assert isinstance(value, DecisionValue), value
+    return value.trigger
 
 
 def replayed(log: Iterable[Record]) -> Any:

@@ -9,6 +9,8 @@ import pytest
 
 from kafkacoord.codecs.models import (
     ControllerValue,
+    DecisionKey,
+    DecisionValue,
     NodeValue,
     PartitionValue,
     RebalanceState,
@@ -34,7 +36,7 @@ TRIGGER = Trigger(TriggerKind.TOPIC_CREATED, principal="CN=ops", request_id="cli
 def fresh() -> tuple[NodeValue, TopicValue, PartitionValue, RebalanceValue]:
     node = new_node_value(1, "inc", 1, 0, rack=None, endpoints={}, roles=())
     topic = new_topic_value("t", "id", 1, 1, created_ms=0, configs={})
-    partition = new_partition("t", 0, (1,), {1}, 0, trigger=TRIGGER)
+    partition = new_partition("t", 0, (1,), {1}, 0, decision=DecisionKey(EPOCH, 0))
     rebalance = RebalanceValue("p", RebalanceState.RUNNING, (), (), (), 1, 1, 1, 0, 0,
                                EPOCH_FROM_BATCH)  # fmt: skip
     return node, topic, partition, rebalance
@@ -86,7 +88,7 @@ def test_a_batch_writes_with_a_controllers_epoch() -> None:
         Batch(MetadataImage(), -1, 10)
 
 
-def test_a_partition_value_without_a_cause_is_refused_and_a_node_takes_the_trigger() -> None:
+def test_a_partition_value_without_a_cause_is_refused_and_a_node_takes_the_decision() -> None:
     batch = Batch(MetadataImage(), EPOCH, 10)
     node, _, partition, _ = fresh()
     uncaused = dataclasses.replace(partition, cause=None)
@@ -97,4 +99,5 @@ def test_a_partition_value_without_a_cause_is_refused_and_a_node_takes_the_trigg
     assert batch.records == []
     with batch.because(TRIGGER):
         batch.put_node(node)
-    assert node.cause == TRIGGER
+    assert node.decision == DecisionKey(EPOCH, 0)
+    assert [r.value for r in batch.records[:1]] == [DecisionValue(TRIGGER, 10, EPOCH)]

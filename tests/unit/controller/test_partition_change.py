@@ -14,6 +14,8 @@ from kafkacoord.codecs.models import (
     Cause,
     ControllerKey,
     ControllerValue,
+    DecisionKey,
+    DecisionValue,
     NodeKey,
     NodeValue,
     PartitionKey,
@@ -62,12 +64,13 @@ def value(
 
 
 TRIGGER = Trigger(TriggerKind.SESSION_EXPIRED, node_id=1, heartbeat_ms=NOW - 9000)
+DECISION = DecisionKey(4, 0)  # a batch of epoch 4's first
 
 
 def builder(
-    current: PartitionValue, min_isr: int | None = None, trigger: Trigger | None = None
+    current: PartitionValue, min_isr: int | None = None, decision: DecisionKey | None = None
 ) -> PartitionChangeBuilder:
-    return PartitionChangeBuilder(current, now_ms=NOW, min_isr=min_isr, trigger=trigger)
+    return PartitionChangeBuilder(current, now_ms=NOW, min_isr=min_isr, decision=decision)
 
 
 def test_a_leader_change_bumps_the_leader_and_the_partition_epoch() -> None:
@@ -257,12 +260,15 @@ def test_put_records_into_the_batch_it_was_made_for() -> None:
         batch.put_existing_partitions([dataclasses.replace(current, isr=(1,))])
     with batch.because(TRIGGER):
         assert partition_change(batch, current).put() is current  # nothing changed: no record
-        assert batch.records == []
+        assert batch.records == []  # nor a decision record
         new = partition_change(batch, current).set_isr((1, 2)).put()
-    assert batch.trigger is None  # the outer trigger (none) is back
-    assert batch.records == [Record(PartitionKey("t", 0), new)]
+    assert batch.decision is None and batch.trigger is None  # the outer (none) is back
+    # The decision is written once, before the first record it explains.
+    decision = DecisionKey(4, 0)  # the batch's first
+    assert batch.records == [Record(decision, DecisionValue(TRIGGER, NOW, 4)),
+                             Record(PartitionKey("t", 0), new)]  # fmt: skip
     assert new.controller_epoch == 4  # stamped by the batch
-    assert new.cause == Cause(TRIGGER, (), current.isr, current.elr, "", current.leader)
+    assert new.cause == Cause(decision, "")
     with pytest.raises(ValueError, match="no batch"):
         builder(current).put()
 
@@ -320,7 +326,7 @@ def test_the_fencing_fast_path_builds_what_the_builder_builds(
         fence_node(batch, fenced, lambda topic: (False, unclean))
     fast = {k[1]: v for k, v in batch.pending_partitions()}
     for v in values:
-        built = builder(v, min_isr, TRIGGER).fence_replica(fenced, live, unclean=unclean).build()
+        built = builder(v, min_isr, DECISION).fence_replica(fenced, live, unclean=unclean).build()
         if built is None:
             assert v.partition not in fast, v
         else:

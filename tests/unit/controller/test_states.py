@@ -9,11 +9,10 @@ import pytest
 
 from kafkacoord.codecs.models import (
     Cause,
+    DecisionKey,
     PartitionState,
     PartitionValue,
     Reassignment,
-    Trigger,
-    TriggerKind,
 )
 from kafkacoord.coordinator.controller.batch import Batch
 from kafkacoord.coordinator.controller.image import MetadataImage
@@ -150,7 +149,7 @@ def test_prune_drops_states_the_record_agrees_with() -> None:
     assert not machine.has_explicit()
 
 
-CAUSE = Cause(Trigger(TriggerKind.TOPIC_CREATED))
+CAUSE = Cause(DecisionKey(0, 0))
 
 
 def test_batch_rejects_invalid_partition_transitions(caplog: pytest.LogCaptureFixture) -> None:

@@ -14,6 +14,7 @@ import pytest
 from kafkacoord.codecs import CodecError
 from kafkacoord.codecs.models import (
     Cause,
+    DecisionKey,
     NodeKey,
     NodeValue,
     PartitionKey,
@@ -25,8 +26,6 @@ from kafkacoord.codecs.models import (
     RebalanceValue,
     TopicKey,
     TopicValue,
-    Trigger,
-    TriggerKind,
 )
 from kafkacoord.coordinator.controller.batch import Batch
 from kafkacoord.coordinator.controller.image import MetadataImage
@@ -51,7 +50,7 @@ def topic(name: str, partitions: int = 2) -> TopicValue:
     return TopicValue(name, f"id-{name}", partitions, 2, 0, 0)
 
 
-CAUSE = Cause(Trigger(TriggerKind.ADMIN_REQUEST, api="test"))
+CAUSE = Cause(DecisionKey(0, 0))
 
 
 def part(
