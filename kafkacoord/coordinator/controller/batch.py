@@ -399,6 +399,10 @@ class Batch:
                 moving[key] = None
             records.append(Record(PartitionKey(topic, partition), value))
 
+    def delete_decision(self, decision: DecisionKey) -> None:
+        """Tombstone a decision record past its retention."""
+        self.records.append(Record(decision, None))
+
     def delete_partition(self, topic: str, partition: int) -> bool:
         """Tombstone a partition: valid only from OFFLINE (Kafka's Offline -> NonExistent)."""
         old = self.partition(topic, partition)

@@ -44,6 +44,7 @@ from kafkacoord.gc_pause import (
 from .batch import Batch, DecisionCounter
 from .causes import fencing_trigger, request_trigger
 from .config import ControllerConfig
+from .decision_retention import RETENTION_INTERVAL_MS, RETENTION_TIMER, expire_decisions
 from .image import MetadataImage
 from .internal_topics import InternalTopics
 from .leadership import REBALANCE_TIMER, LeadershipManager
@@ -186,6 +187,8 @@ class ControllerShard:
             self.timers.schedule(
                 REBALANCE_TIMER, now_ms + self.config.leader_imbalance_check_interval_ms
             )
+        if self.config.decision_retention_ms > 0:
+            self.timers.schedule(RETENTION_TIMER, now_ms + RETENTION_INTERVAL_MS)
         log.info(
             "controller %d active with epoch %d: %d nodes, %d topics, %d partitions",
             self.node_id, self.epoch, len(self.image.nodes), len(self.image.topics),
@@ -269,9 +272,12 @@ class ControllerShard:
             mark, saved = batch.mark(), self._soft_state()
             try:
                 # What the timer changes may let a reassignment move on: for the same cause.
-                with batch.because(self._timer_trigger(batch, key)):
-                    self._fire_timer(batch, key, now_ms)
-                    self.reassignments.settle(batch)
+                if key == RETENTION_TIMER:  # tombstones only: no decision of its own
+                    self._expire_decisions(batch, now_ms)
+                else:
+                    with batch.because(self._timer_trigger(batch, key)):
+                        self._fire_timer(batch, key, now_ms)
+                        self.reassignments.settle(batch)
                 encode_records(batch.records[mark[0] :])
             except Exception as exc:
                 batch.rollback(mark)
@@ -303,6 +309,12 @@ class ControllerShard:
             pass  # the step below runs on every timer run
         else:
             log.error("unknown controller timer %r", key)
+
+    def _expire_decisions(self, batch: Batch, now_ms: int) -> None:
+        more = expire_decisions(batch, self.config.decision_retention_ms)
+        # Tombstones replay once durable: the next run comes after that.
+        delay = self.config.rebalance_continue_delay_ms if more else RETENTION_INTERVAL_MS
+        self.timers.schedule(RETENTION_TIMER, now_ms + delay)
 
     def _timer_trigger(self, batch: Batch, key: Hashable) -> Trigger | DecisionKey:
         """The cause of what a timer decides (an auto leader rebalance and a rebalance
