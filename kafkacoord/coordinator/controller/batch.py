@@ -207,7 +207,8 @@ class Batch:
         kept (a failure is rare, so only it pays)."""
         records, after, reassign = mark
         for record in self.records[records:]:
-            if isinstance(record.key, DecisionKey):  # written again if needed again
+            if isinstance(record.key, DecisionKey) and record.value is not None:
+                # Written again if needed again (a tombstone is not).
                 self._unwritten[record.key] = record
         self._last_written = None
         kept = self.records[:records]
