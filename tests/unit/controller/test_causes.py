@@ -252,6 +252,7 @@ KIND_OF_API = {
     "DeleteTopic": K.TOPIC_DELETED,
     "CreatePartitions": K.PARTITIONS_CREATED,
     "AlterTopicConfigs": K.ADMIN_REQUEST,
+    "DescribeTopicConfigs": K.ADMIN_REQUEST,  # a read: writes nothing
     "AlterReassignments": K.ADMIN_REQUEST,
     "ElectLeaders": K.ADMIN_REQUEST,
     "StartRebalance": K.ADMIN_REQUEST,
