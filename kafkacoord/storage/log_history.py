@@ -16,7 +16,7 @@ from typing import cast
 from confluent_kafka import Consumer, Message
 
 from kafkacoord.codecs import CodecError, RecordType, decode_record, record_type_of
-from kafkacoord.coordinator.runtime.shard import Record
+from kafkacoord.codecs.models import AvroModel
 
 from .clients import PATIENT_FETCH_WAITS_MS, replay_consumer
 from .reader import BEGINNING, PartitionReader, ReadStalledError
@@ -30,7 +30,8 @@ KeyFilter = Callable[[bytes], bool]
 class LoggedRecord:
     offset: int
     timestamp_ms: int
-    record: Record
+    key: AvroModel
+    value: AvroModel | None  # None: a tombstone
 
 
 @dataclass(slots=True)
@@ -80,7 +81,7 @@ def read_log(
                 except CodecError:
                     read.undecodable += 1
                     continue
-                read.records.append(LoggedRecord(offset, timestamp_ms, Record(key, value)))
+                read.records.append(LoggedRecord(offset, timestamp_ms, key, value))
             return read
         except ReadStalledError:
             continue  # read on from where this one stopped, with a longer fetch wait

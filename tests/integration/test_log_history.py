@@ -38,10 +38,10 @@ def test_a_read_as_of_an_instant_is_the_log_up_to_the_first_record_after_it(
     assert whole.undecodable == 1 and whole.next_offset == 13
     assert whole.first_timestamp_ms == T0
     assert [r.timestamp_ms for r in whole.records[:3]] == [T0, T0 + 1000, T0 + 2000]
-    assert whole.records[12 - 1].record.value is None  # a tombstone stays in the history
+    assert whole.records[12 - 1].value is None  # a tombstone stays in the history
 
     upto = read_log(bootstrap, topics.metadata, until_ms=T0 + 4_999)
-    assert [r.record.key for r in upto.records] == [NodeKey(i) for i in range(5)]
+    assert [r.key for r in upto.records] == [NodeKey(i) for i in range(5)]
     assert upto.next_offset == 5  # a prefix: the earlier-stamped record 10 is after it
 
     nodes_only = read_log(bootstrap, topics.metadata, allowed=frozenset({RecordType.NODE}),
