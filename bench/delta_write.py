@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from kafkacoord.spark.warehouse.compactor import Compactor
 from kafkacoord.spark.warehouse.store import DELETED, KEY
 
 TABLE = "offset_commits"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 
 def _schema() -> pa.Schema:
@@ -68,8 +70,7 @@ def rows(ids: np.ndarray, version: int, *, deleted: bool = False) -> pa.Table:
     )
     window = pa.ListArray.from_arrays(pa.array(np.arange(0, n + 1, dtype=np.int32)), window_entry)
     columns: dict[str, Any] = {
-        KEY: pa.array([b"%d\x00g%d\x00t\x00%d" % (i % 50, i // 500, i % 500) for i in ids_list],
-                      pa.binary()),  # fmt: skip
+        KEY: pa.array([b"%d\x00g%d\x00t\x00%d" % (i % 50, i // 500, i % 500) for i in ids_list]),
         DELETED: pa.array(np.full(n, deleted)),
         "group": pa.array([f"g{i // 500}" for i in ids_list]),
         "topic": pa.array(["t"] * n),
@@ -170,8 +171,7 @@ class DeltaSpark:
             SparkSession.builder.master("local[2]")
             .config("spark.jars", ",".join(jars))
             .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-            .config("spark.sql.catalog.spark_catalog",
-                    "org.apache.spark.sql.delta.catalog.DeltaCatalog")  # fmt: skip
+            .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
             .config("spark.sql.shuffle.partitions", "4")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.databricks.delta.retentionDurationCheck.enabled", "false")
@@ -249,16 +249,18 @@ def main() -> None:
         log(f"setup: {args.keys:,} keys")
         writers: list[Any] = []
         setup = {}
-        setup["warehouse"] = timed(lambda: writers.append(Current(work / "wh", initial)))
-        setup["deltalake"] = timed(lambda: writers.append(DeltaRs(work / "rs", initial)))
+        started = time.perf_counter()
+        writers.append(Current(work / "wh", initial))
+        setup["warehouse"] = time.perf_counter() - started
+        started = time.perf_counter()
+        writers.append(DeltaRs(work / "rs", initial))
+        setup["deltalake"] = time.perf_counter() - started
         if args.delta_jars is not None:
             jars = [str(p) for p in sorted(args.delta_jars.glob("*.jar"))]
-            spark_root = work / "spark"
-            setup["delta_spark"] = timed(
-                lambda: writers.append(DeltaSpark(spark_root, work / "rs", jars))
-            )
-            # Same starting table as the others: copy taken before any batch.
-        del initial
+            started = time.perf_counter()
+            # The same starting table as the others: a copy taken before any batch.
+            writers.append(DeltaSpark(work / "spark", work / "rs", jars))
+            setup["delta_spark"] = time.perf_counter() - started
         result["setup_s"] = {k: round(v, 2) for k, v in setup.items()}
         samples: dict[str, dict[str, list[float]]] = {
             w.name: {"upsert": [], "tombstone": [], "compaction": []} for w in writers
@@ -275,7 +277,7 @@ def main() -> None:
             turn = writers[round_ % len(writers) :] + writers[: round_ % len(writers)]
             for writer in turn:
                 for kind, batch in (("upsert", upsert), ("tombstone", tombstones)):
-                    samples[writer.name][kind].append(timed(lambda: writer.apply(batch)))
+                    samples[writer.name][kind].append(timed(partial(writer.apply, batch)))
                     samples[writer.name]["compaction"].append(timed(writer.compact))
             log(f"round {round_ + 1}: " + ", ".join(
                 f"{w.name} {samples[w.name]['upsert'][-1]:.2f}/"
@@ -286,9 +288,10 @@ def main() -> None:
             path = Path(writer.root if hasattr(writer, "root") else writer.wh.root)
             out["files_before_maintenance"] = writer.files()
             out["bytes_before_maintenance"] = du(path)
-            read_rows: list[int] = []
-            out["read_s"] = round(timed(lambda: read_rows.append(writer.read())), 3)
-            out["rows_ok"] = read_rows[0] == expected
+            started = time.perf_counter()
+            read_rows = writer.read()
+            out["read_s"] = round(time.perf_counter() - started, 3)
+            out["rows_ok"] = read_rows == expected
             out["maintenance_s"] = round(timed(writer.maintain), 3)
             out["bytes_after_maintenance"] = du(path)
             result[writer.name] = out

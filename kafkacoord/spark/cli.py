@@ -108,6 +108,10 @@ def run(
             "spark-avro (jars resolved from Maven Central). Same views; one per checkpoint."
         ),
     ] = SourceName.python,
+    delta: Annotated[
+        bool,
+        typer.Option(help="Write the tables as Delta Lake tables (delta-rs) in a new warehouse."),
+    ] = False,
 ) -> None:
     """Fold the internal topics into the warehouse views, continuously or once."""
     from .fold_layout import FoldLayoutError
@@ -148,6 +152,7 @@ def run(
         lag_history_resolution_s=lag_history_resolution,
         checkpoint=checkpoint,
         source=Source(source.value),
+        delta=delta,
     )
     spark = spark_session(master, state_partitions=state_partitions, jars=jars)
     try:
@@ -202,9 +207,9 @@ def show(
 def list_views(warehouse: WarehouseOption = Path("warehouse")) -> None:
     """The views and how many rows each has now."""
     from .views import VIEWS, Snapshot, read_view
-    from .warehouse import Warehouse
+    from .warehouse import open_warehouse
 
-    snapshot = Snapshot.of(Warehouse(warehouse))
+    snapshot = Snapshot.of(open_warehouse(warehouse))
     for name in VIEWS:
         rows = read_view(warehouse, name, snapshot=snapshot).num_rows
         typer.echo(f"{name:20} {rows}")

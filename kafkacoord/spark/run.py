@@ -17,7 +17,7 @@ from .sampler import EndOffsetSampler
 from .source import FORMAT
 from .tables import schemas
 from .views.base import DEFAULT_IMBALANCE_PERCENT, DEFAULT_RETENTION_MS
-from .warehouse import Warehouse
+from .warehouse import DeltaWarehouse, Store, Warehouse
 from .warehouse.compactor import Compactor
 from .writer import Phase, ViewWriter, committed_partitions
 
@@ -56,6 +56,8 @@ class RunConfig:
     source: Source = Source.PYTHON
     # Java Kafka client settings of the connector source (kafka.<setting> options).
     connector_kafka: dict[str, str] = field(default_factory=dict)
+    # The tables' format: Delta tables (delta-rs), or the Parquet warehouse it replaces.
+    delta: bool = False
 
     @property
     def checkpoint_location(self) -> str:
@@ -99,7 +101,9 @@ class ViewJob:
     def __init__(self, spark: SparkSession, config: RunConfig, *, on_phase: Phase | None = None):
         self.spark = spark
         self.config = config
-        self.warehouse = Warehouse(config.warehouse)
+        self.warehouse: Store = (
+            DeltaWarehouse(config.warehouse) if config.delta else Warehouse(config.warehouse)
+        )
         self.compactor = Compactor(self.warehouse, schemas())
         self.sampler: EndOffsetSampler | None = None
         self.writer = ViewWriter(

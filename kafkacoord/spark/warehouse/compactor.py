@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 import structlog
 
+from .delta import DeltaWarehouse
 from .store import Warehouse
 
 log = structlog.get_logger(__name__)
@@ -17,7 +18,11 @@ class Compactor:
     """Merges files when the schedule (``store.compaction_run``) asks, off the batch path."""
 
     def __init__(
-        self, warehouse: Warehouse, schemas: Mapping[str, pa.Schema], *, interval_s: float = 5.0
+        self,
+        warehouse: Warehouse | DeltaWarehouse,
+        schemas: Mapping[str, pa.Schema],
+        *,
+        interval_s: float = 5.0,
     ) -> None:
         self._warehouse = warehouse
         self._schemas = dict(schemas)

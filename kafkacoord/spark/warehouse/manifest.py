@@ -40,6 +40,8 @@ class Manifest:
     # Files dropped by a compaction, with the version that dropped them (deleted later).
     retired: list[tuple[int, str]] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
+    # The Delta warehouse: each table's Delta version as of this batch.
+    versions: dict[str, int] = field(default_factory=dict)
 
     def files(self, table: str) -> list[DataFile]:
         return list(self.tables.get(table, []))
@@ -57,6 +59,7 @@ class Manifest:
             batches={q: int(b) for q, b in data["batches"].items()},
             retired=[(int(v), str(p)) for v, p in data.get("retired", [])],
             settings=dict(data.get("settings", {})),
+            versions={t: int(v) for t, v in data.get("versions", {}).items()},
         )
 
 

@@ -46,7 +46,7 @@ def with_hidden(schema: pa.Schema) -> pa.Schema:
     )  # fmt: skip
 
 
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Columns in ``schema`` order and types (missing ones null), whatever Spark produced."""
     columns = []
     for f in schema:
@@ -107,7 +107,7 @@ class Warehouse:
         full = with_hidden(schema)
         if not files:
             return full.empty_table()
-        return latest_rows([_conform(pq.read_table(self.root / f.path), full) for f in files])
+        return latest_rows([conform(pq.read_table(self.root / f.path), full) for f in files])
 
     # -- writing -----------------------------------------------------------------
 
@@ -163,7 +163,7 @@ class Warehouse:
     def _write(self, table: str, rows: pa.Table, schema: pa.Schema, version: int) -> DataFile:
         full = with_hidden(schema)
         rows = rows.append_column(SEQ, pa.array([version] * rows.num_rows, pa.int64()))
-        data = _conform(rows, full)
+        data = conform(rows, full)
         seqs = data.column(SEQ)
         return self._write_file(table, data, int(pc.min(seqs).as_py()), int(pc.max(seqs).as_py()))
 
@@ -198,7 +198,7 @@ class Warehouse:
         chosen = [files[i] for i in run]
         full_schema = with_hidden(schema)
         merged = latest_rows(
-            [_conform(pq.read_table(self.root / f.path), full_schema) for f in chosen]
+            [conform(pq.read_table(self.root / f.path), full_schema) for f in chosen]
         )
         if run[0] == 0:
             merged = merged.filter(pc.invert(merged.column(DELETED)))  # nothing older to shadow
