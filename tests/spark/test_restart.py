@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from kafkacoord.spark.run import RunConfig, run
-from kafkacoord.spark.warehouse import Warehouse
+from kafkacoord.spark.warehouse import DeltaWarehouse, Store, Warehouse
 
 from .scenario import OFFSETS_PARTITIONS, RETENTION_MS, assert_views_match_cache, build, now_ms
 from .scenario import write as write_scenario
@@ -38,16 +38,17 @@ def crash_at(phase: str, batch: int):  # type: ignore[no-untyped-def]
     return hook
 
 
+@pytest.mark.parametrize("delta", [False, True], ids=["parquet", "delta"])
 def test_crashes_inside_a_batch_then_restart(
-    spark: SparkSession, bootstrap: str, prefix: str, tmp_path: Path
+    spark: SparkSession, bootstrap: str, prefix: str, tmp_path: Path, delta: bool
 ) -> None:
     topics = internal_topics(bootstrap, prefix, OFFSETS_PARTITIONS)
     scenario = build(topics, f"{prefix}orders", now_ms())
     write_scenario(bootstrap, scenario)
     warehouse = tmp_path / "warehouse"
     config = RunConfig(bootstrap, warehouse, prefix=prefix, available_now=True,
-                       max_records_per_batch=8, retention_ms=RETENTION_MS)  # fmt: skip
-    store = Warehouse(warehouse)
+                       max_records_per_batch=8, retention_ms=RETENTION_MS, delta=delta)  # fmt: skip
+    store: Store = DeltaWarehouse(warehouse) if delta else Warehouse(warehouse)
 
     # CrashError after the batch's files are written, before its manifest: invisible.
     with pytest.raises(Exception, match="injected crash"):
