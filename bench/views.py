@@ -22,6 +22,11 @@ Kafka source plans its reads to that answer (the Python source reads end
 offsets from fetches and needs no such care). Records in the freshness load go
 one per batch for the same reason.
 
+Each source runs on both warehouses (``--warehouses parquet,delta``): the
+hand-made Parquet one (keyed ``python``, ``connector``) and Delta Lake tables
+(``python_delta``, ``connector_delta``), with ``tables_bytes``, the large
+state's tables on disk (Delta's before any vacuum).
+
 The last stdout line is JSON, naming the broker. Progress goes to stderr.
 """
 
@@ -398,16 +403,24 @@ def run_bench(bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[s
     result: dict[str, Any] = {"broker": args.broker, "records": large.records,
                               "small_records": small.records}  # fmt: skip
     for source in sources:
+        for kind in args.warehouses.split(","):
+            delta = kind == "delta"
 
-        def config(data: Dataset, source: Source = source, **extra: Any) -> RunConfig:
-            warehouse = workdir / f"wh-{source.value}-{data.topics.prefix}"
-            return RunConfig(bootstrap, warehouse, prefix=data.topics.prefix, source=source,
-                             **extra)  # fmt: skip
+            def config(data: Dataset, source: Source = source, delta: bool = delta,
+                       **extra: Any) -> RunConfig:  # fmt: skip
+                warehouse = workdir / f"wh-{source.value}-{delta}-{data.topics.prefix}"
+                return RunConfig(bootstrap, warehouse, prefix=data.topics.prefix, source=source,
+                                 delta=delta, **extra)  # fmt: skip
 
-        log(f"source {source.value}")
-        result[source.value] = measure(spark, config, bootstrap=bootstrap, small=small,
-                                       large=large, args=args, workdir=workdir)  # fmt: skip
-        log(f"  {json.dumps(result[source.value])}")
+            name = f"{source.value}_delta" if delta else source.value
+            log(f"source {source.value}, {kind} warehouse")
+            result[name] = measure(spark, config, bootstrap=bootstrap, small=small,
+                                   large=large, args=args, workdir=workdir)  # fmt: skip
+            tables = config(large).warehouse / "tables"
+            result[name]["tables_bytes"] = sum(
+                p.stat().st_size for p in tables.rglob("*") if p.is_file()
+            )
+            log(f"  {json.dumps(result[name])}")
     spark.stop()
     return result
 
@@ -432,6 +445,11 @@ def main() -> None:
         "--sources",
         default="python,connector",
         help="comma-separated: python (kafkacoord data source), connector",
+    )
+    parser.add_argument(
+        "--warehouses",
+        default="parquet,delta",
+        help="comma-separated: parquet (the hand-made warehouse), delta (Delta Lake tables)",
     )
     parser.add_argument("--workdir", type=Path, help="keep warehouses here (default: a temp dir)")
     args = parser.parse_args()
