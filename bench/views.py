@@ -189,7 +189,7 @@ def write_dataset(bootstrap: str, data: Dataset) -> None:
 
 
 def raw_rate(spark: Any, config: Any, data: Dataset, workdir: Path) -> float:
-    checkpoint = workdir / f"raw-{config.source.value}-{data.topics.prefix}"
+    checkpoint = workdir / f"raw-{config.source.value}-{config.delta}-{data.topics.prefix}"
     query = (
         config.stream(spark)
         .writeStream.format("noop")
