@@ -12,6 +12,7 @@ Measured in the same run:
 - isr_shrunk_s: fence → the ISRs the node only followed have shrunk, durably too (the
                 controller appends those after the reply, in batches of their own).
 - records, leader_records: records of the whole fencing, and of the reply's batch.
+- fence_value_bytes: the mean encoded size of the partition values the fencing wrote.
 - raw_append_s: as many records as the whole fencing, already encoded, appended with
                 the appender (idempotent, acks=all) to a scratch partition; ratio is
                 raw_append_s / isr_shrunk_s.
@@ -195,6 +196,8 @@ def run(
                 future.result(60)
             raw_append_s = time.perf_counter() - t0
         log(f"raw append of {len(raw)} records: {raw_append_s:.3f}s")
+        # The encoded size of the fencing's partition values (each carries its cause).
+        value_bytes = sum(len(v or b"") for _, v in raw) / max(len(raw), 1)
         count = image.partition_count()
         peak_rss_mb = peak_rss()
         service.close()  # lets the cold controller win the election
@@ -214,6 +217,7 @@ def run(
             "isr_shrunk_s": round(isr_shrunk_s, 4),
             "raw_append_s": round(raw_append_s, 4),
             "ratio": round(raw_append_s / isr_shrunk_s, 3),
+            "fence_value_bytes": round(value_bytes, 1),
             "cold_start_s": cold["start_s"],
             "cold_elected_s": cold["elected_s"],
             "cold_follow_s": cold["follow_s"],

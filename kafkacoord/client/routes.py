@@ -110,7 +110,7 @@ def route_keys(offsets_topic: str) -> Callable[[bytes], bool]:
     decodes nor keeps the rest of a cluster's partitions (a million, at scale). Unknown
     type tags pass, so the follower still reports them as poison."""
     shards = partition_key_prefix(offsets_topic)
-    skipped = {RecordType.TOPIC, RecordType.REBALANCE}
+    skipped = {RecordType.TOPIC, RecordType.REBALANCE, RecordType.DECISION}
 
     def wants(key: bytes) -> bool:
         if key[0] == RecordType.PARTITION:

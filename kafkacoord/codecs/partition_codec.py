@@ -1,8 +1,9 @@
 """Hand-written Avro for the partition record, the one a large cluster holds a million of.
 
 Byte for byte what fastavro writes with the current schemas (``partition_key.v1``,
-``partition_value.v2``); tests hold the two to each other on random values. Any
-other schema version goes through fastavro.
+``partition_value.v3``); tests hold the two to each other on random values. It also
+reads ``partition_value.v2``, the same fields without the trailing ``cause``, so a log
+written before v3 loads as fast. Any other schema version goes through fastavro.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from .avro_binary import (
     write_long,
     write_string,
 )
-from .models import PartitionKey, PartitionValue, Reassignment
+from .models import Cause, DecisionKey, PartitionKey, PartitionValue, Reassignment
 from .models.base import slot_setters
 from .models.metadata import PartitionState
 
 KEY_VERSION: Final = 1
-VALUE_VERSION: Final = 2
+VALUE_VERSION: Final = 3
+PREVIOUS_VALUE_VERSION: Final = 2  # v3 without the cause: read here too
 
 _STATES: Final = tuple(PartitionState)
 _STATE_INDEX: Final = {state: write_long(i) for i, state in enumerate(_STATES)}
@@ -63,6 +65,12 @@ def _reassignment(r: Reassignment) -> bytes:
     ))  # fmt: skip
 
 
+def _cause(c: Cause) -> bytes:
+    d = c.decision
+    return b"".join((_SOME, write_int(d.controller_epoch), write_long(d.sequence),
+                     write_string(c.rule)))  # fmt: skip
+
+
 def encode_value_body(v: PartitionValue) -> bytes:
     # Field order is the schema's, not the dataclass's.
     return b"".join((
@@ -80,6 +88,7 @@ def encode_value_body(v: PartitionValue) -> bytes:
         write_int(v.controller_epoch),
         write_int_array(v.elr),
         write_int_array(v.last_known_elr),
+        _NULL if v.cause is None else _cause(v.cause),
     ))  # fmt: skip
 
 
@@ -98,15 +107,21 @@ def decode_value_body(buf: bytes, pos: int) -> tuple[PartitionValue, int]:
     return value, end
 
 
+def decode_previous_value_body(buf: bytes, pos: int) -> tuple[PartitionValue, int]:
+    """A ``partition_value.v2`` body: no cause."""
+    value, end, _ = _decode_value(buf, pos, with_cause=False)
+    return value, end
+
+
 def decode_pair(
-    key: bytes,
+    key: bytes, *, with_cause: bool = True
 ) -> Callable[[bytes, int], tuple[tuple[PartitionKey, PartitionValue] | None, int]]:
     """A decoder of ``key``'s value body that also yields the key, built from the value:
     the key's body is the value's first two fields, byte for byte. ``None`` (with the
-    body's end) when they differ."""
+    body's end) when they differ. ``with_cause=False`` reads a v2 body."""
 
     def decode(value: bytes, pos: int) -> tuple[tuple[PartitionKey, PartitionValue] | None, int]:
-        decoded, end, key_end = _decode_value(value, pos)
+        decoded, end, key_end = _decode_value(value, pos, with_cause)
         if value[pos:key_end] != key[2:]:
             return None, end
         pair_key = _new(PartitionKey)
@@ -117,7 +132,7 @@ def decode_pair(
     return decode
 
 
-def _decode_value(buf: bytes, pos: int) -> tuple[PartitionValue, int, int]:
+def _decode_value(buf: bytes, pos: int, with_cause: bool = True) -> tuple[PartitionValue, int, int]:
     """The value, where it ends, and where its partition field ends."""
     # A cold start decodes a million of these: one-byte ints are read inline, topics,
     # elections and replica lists are shared, and the frozen dataclass is filled slot by
@@ -179,6 +194,15 @@ def _decode_value(buf: bytes, pos: int) -> tuple[PartitionValue, int, int]:
         pos += 1
     else:
         last_known_elr, pos = _read_ids(buf, pos)
+    cause: Cause | None = None
+    if with_cause:
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            branch, pos = read_int(buf, pos)
+            if branch != 1:
+                raise ValueError(f"union branch {branch} of cause does not exist")
+            cause, pos = _read_cause(buf, pos)
     value = _new(PartitionValue)
     _set_topic(value, topic)
     _set_partition(value, partition)
@@ -194,7 +218,30 @@ def _decode_value(buf: bytes, pos: int) -> tuple[PartitionValue, int, int]:
     _set_election(value, election)
     _set_elr(value, elr)
     _set_last_known_elr(value, last_known_elr)
+    _set_cause(value, cause)
     return value, pos, key_end
+
+
+def _read_cause(buf: bytes, pos: int) -> tuple[Cause, int]:
+    # The records of one decision share their cause (a fencing's few rules): the object
+    # is found by its bytes and shared.
+    start = pos
+    epoch, pos = read_int(buf, pos)
+    sequence, pos = read_long(buf, pos)
+    if buf[pos] == 0:
+        rule, pos = "", pos + 1
+    else:
+        rule, pos = _read_name(buf, pos)
+    raw = buf[start:pos]
+    cause = _CAUSES.get(raw)
+    if cause is None:
+        if len(_CAUSES) >= _INTERN_LIMIT:
+            _CAUSES.clear()
+        cause = _CAUSES[raw] = Cause(DecisionKey(epoch, sequence), rule)
+    return cause, pos
+
+
+_CAUSES: dict[bytes, Cause] = {}
 
 
 # -- shared topics and replica lists --------------------------------------------------------
@@ -268,3 +315,4 @@ _set_leader_epoch, _set_partition_epoch = _SET["leader_epoch"], _SET["partition_
 _set_updated_ms, _set_controller_epoch = _SET["updated_ms"], _SET["controller_epoch"]
 _set_reassignment, _set_election = _SET["reassignment"], _SET["election"]
 _set_elr, _set_last_known_elr = _SET["elr"], _SET["last_known_elr"]
+_set_cause = _SET["cause"]

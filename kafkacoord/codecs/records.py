@@ -40,6 +40,8 @@ from .models import (
     ConsumerGroupTargetAssignmentMetadataValue,
     ControllerKey,
     ControllerValue,
+    DecisionKey,
+    DecisionValue,
     GroupMetadataKey,
     GroupMetadataValue,
     NodeKey,
@@ -65,6 +67,7 @@ class RecordType(IntEnum):
     TOPIC = 3
     PARTITION = 4
     REBALANCE = 5
+    DECISION = 6
     GROUP_METADATA = 10
     OFFSET_COMMIT = 11
     SHARD_LEADER = 12
@@ -112,6 +115,7 @@ SPECS: Final[dict[RecordType, RecordSpec]] = {
         RecordSpec(RecordType.TOPIC, "topic", TopicKey, TopicValue),
         RecordSpec(RecordType.PARTITION, "partition", PartitionKey, PartitionValue),
         RecordSpec(RecordType.REBALANCE, "rebalance", RebalanceKey, RebalanceValue),
+        RecordSpec(RecordType.DECISION, "decision", DecisionKey, DecisionValue),
         RecordSpec(
             RecordType.GROUP_METADATA, "group_metadata", GroupMetadataKey, GroupMetadataValue
         ),
@@ -200,6 +204,7 @@ _FAST_PARTITION_VALUE: Final = (
 )
 _PARTITION_KEY_HEADER: Final = bytes((RecordType.PARTITION, partition_codec.KEY_VERSION))
 _PARTITION_VALUE_HEADER: Final = _VALUE_HEADER.pack(partition_codec.VALUE_VERSION)
+_PARTITION_PREVIOUS_HEADER: Final = _VALUE_HEADER.pack(partition_codec.PREVIOUS_VALUE_VERSION)
 _FAST_COMMIT_VALUE: Final = (
     _CODECS[RecordType.OFFSET_COMMIT].value_current.number == offset_commit_codec.VALUE_VERSION
 )
@@ -326,6 +331,8 @@ def decode_value(rtype: RecordType, data: bytes) -> AvroModel:
         raise CodecError("value shorter than its 2-byte header", part="value")
     if rtype is RecordType.PARTITION and data[:2] == _PARTITION_VALUE_HEADER:
         return _fast_decode(partition_codec.decode_value_body, data, 2, "value")
+    if rtype is RecordType.PARTITION and data[:2] == _PARTITION_PREVIOUS_HEADER:
+        return _fast_decode(partition_codec.decode_previous_value_body, data, 2, "value")
     if rtype is RecordType.OFFSET_COMMIT and data[:2] == _COMMIT_VALUE_HEADER:
         return _fast_decode(offset_commit_codec.decode_value_body, data, 2, "value")
     (version,) = _VALUE_HEADER.unpack_from(data)
@@ -344,11 +351,12 @@ def decode_value(rtype: RecordType, data: bytes) -> AvroModel:
 def decode_record(key: bytes | None, value: bytes | None) -> tuple[AvroModel, AvroModel | None]:
     """Decode a whole record; a ``None`` value is a tombstone."""
     if (
-        key is not None and value is not None
-        and key[:2] == _PARTITION_KEY_HEADER and value[:2] == _PARTITION_VALUE_HEADER
+        key is not None and value is not None and key[:2] == _PARTITION_KEY_HEADER
+        and value[:2] in (_PARTITION_VALUE_HEADER, _PARTITION_PREVIOUS_HEADER)
     ):  # fmt: skip
         # The million-partition case: the value holds the key's fields, decoded once.
-        pair = _fast_decode(partition_codec.decode_pair(key), value, 2, "value")
+        decode = partition_codec.decode_pair(key, with_cause=value[:2] == _PARTITION_VALUE_HEADER)
+        pair = _fast_decode(decode, value, 2, "value")
         if pair is not None:
             return pair
     decoded_key = decode_key(key)

@@ -98,6 +98,7 @@ def metadata_policy() -> FoldPolicy:
                 RecordType.TOPIC,
                 RecordType.PARTITION,
                 RecordType.REBALANCE,
+                RecordType.DECISION,
             }
         ),
         fenced_by_controller_epoch=True,

@@ -24,9 +24,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from jsonschema import Draft202012Validator
 
 from kafkacoord.cli.common import ExitCode
-from kafkacoord.client import ClassicProtocolMember, GroupAdmin
+from kafkacoord.client import ClassicProtocolMember, GroupAdmin, group_admin
 from kafkacoord.client.admin import read_metadata
 from kafkacoord.client.agent import NodeAgent
+from kafkacoord.client.errors import RequestError
 from kafkacoord.client.group_admin import RESET_CHUNK_PARTITIONS
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.storage.kafka_jars import java_binary, kafka_classpath
@@ -304,3 +305,21 @@ def _read_pty(fd: int) -> bytes:
         return os.read(fd, 65536)
     except OSError:  # EIO: the writer closed its end
         return b""
+
+
+def test_a_request_over_the_frame_limit_is_refused_at_once_with_the_reason(
+    parity: Parity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One request of about 1.3 MB: the listener answers why and closes the connection;
+    # the client raises that answer at once instead of retrying until its timeout.
+    monkeypatch.setattr(group_admin, "RESET_CHUNK_PARTITIONS", 50_000)
+    offsets = {(f"{parity.prefix}huge", p): 1 for p in range(20_000)}
+    with parity.admin() as admin:
+        started = time.monotonic()
+        with pytest.raises(RequestError) as refused:
+            admin.reset_offsets("huge-reset", offsets)
+        assert time.monotonic() - started < 10  # the call's own timeout is 30 s
+        assert refused.value.code is ErrorCode.INVALID_REQUEST
+        assert "exceeds max_frame_bytes=1048576" in str(refused.value)
+        # The client serves on, on a new connection.
+        assert admin.committed("huge-reset") == {}

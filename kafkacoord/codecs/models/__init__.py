@@ -22,8 +22,11 @@ from .consumer_groups import (
     TopicPartitions,
 )
 from .metadata import (
+    Cause,
     ControllerKey,
     ControllerValue,
+    DecisionKey,
+    DecisionValue,
     NodeKey,
     NodeValue,
     PartitionKey,
@@ -36,6 +39,8 @@ from .metadata import (
     RebalanceValue,
     TopicKey,
     TopicValue,
+    Trigger,
+    TriggerKind,
 )
 from .offsets import (
     GroupMember,
@@ -49,6 +54,7 @@ from .offsets import (
 
 __all__ = [
     "AvroModel",
+    "Cause",
     "ClassicMemberMetadata",
     "ClassicProtocol",
     "ConsumerGroupCurrentMemberAssignmentKey",
@@ -65,6 +71,8 @@ __all__ = [
     "ConsumerGroupTargetAssignmentMetadataValue",
     "ControllerKey",
     "ControllerValue",
+    "DecisionKey",
+    "DecisionValue",
     "GroupMember",
     "GroupMetadataKey",
     "GroupMetadataValue",
@@ -88,4 +96,6 @@ __all__ = [
     "TopicKey",
     "TopicPartitions",
     "TopicValue",
+    "Trigger",
+    "TriggerKind",
 ]

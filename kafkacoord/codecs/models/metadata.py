@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Self
+from typing import Any, Final, Self
 
 from .base import AvroModel
 
@@ -23,6 +23,83 @@ class ControllerValue(AvroModel):
     incarnation: str
     activated_ms: int
     endpoint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger(AvroModel):
+    """What started a controller decision (docs/architecture.md#causes): shared by every
+    record the decision wrote. ``kind`` is one of :class:`TriggerKind`'s values; the other
+    fields are set where the kind has them."""
+
+    kind: str
+    node_id: int = -1
+    heartbeat_ms: int = -1
+    principal: str | None = None
+    request_id: str | None = None
+    api: str | None = None
+    plan_id: str | None = None
+    plan_step: int = -1
+    imbalance: float | None = None
+
+
+class TriggerKind:
+    """Values of :attr:`Trigger.kind`: a string in the record, so a new kind needs no
+    new schema version."""
+
+    SESSION_EXPIRED: Final = "session_expired"
+    CONTROLLED_SHUTDOWN: Final = "controlled_shutdown"
+    ISR_CHANGE: Final = "isr_change"
+    ADMIN_REQUEST: Final = "admin_request"
+    REBALANCE_PLAN: Final = "rebalance_plan"
+    LEADER_REBALANCE: Final = "leader_rebalance"
+    TOPIC_CREATED: Final = "topic_created"
+    PARTITIONS_CREATED: Final = "partitions_created"
+    TOPIC_DELETED: Final = "topic_deleted"
+    NODE_REGISTERED: Final = "node_registered"
+    NODE_UNFENCED: Final = "node_unfenced"
+    NODE_FENCED: Final = "node_fenced"  # a fencing whose own trigger was not recorded
+    CONTROLLER_ACTIVATED: Final = "controller_activated"
+    INTERNAL_TOPICS: Final = "internal_topics"
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionKey(AvroModel):
+    """A controller decision's key (type tag 6): the controller epoch that decided and
+    that controller's count of its decisions, so ids are unique and ordered, and a
+    replay reproduces them."""
+
+    controller_epoch: int
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionValue(AvroModel):
+    """A controller decision, written once in the batch of the records it explains
+    (docs/architecture.md#causes): its :class:`Trigger` and when it was decided."""
+
+    trigger: Trigger
+    decided_ms: int
+    controller_epoch: int  # as the key's: every metadata value carries its epoch (fencing)
+
+    @classmethod
+    def from_avro(cls, data: dict[str, Any]) -> Self:
+        return cls(Trigger.from_avro(data["trigger"]), data["decided_ms"],
+                   data["controller_epoch"])  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Cause(AvroModel):
+    """Why a partition changed: the decision (its :class:`DecisionKey`, whose record holds
+    the trigger) and the election rule that chose the leader (empty when none was
+    elected). What the partition was before is the record before it (or the views'
+    history once compacted), so it is not repeated here."""
+
+    decision: DecisionKey
+    rule: str = ""
+
+    @classmethod
+    def from_avro(cls, data: dict[str, Any]) -> Self:
+        return cls(DecisionKey(**data["decision"]), data["rule"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +123,15 @@ class NodeValue(AvroModel):
     endpoints: dict[str, str] = field(default_factory=dict)
     shutting_down: bool = False
     roles: tuple[str, ...] = ()
+    # The decision that last fenced, unfenced or shut it down (NodeValue v3); None before.
+    decision: DecisionKey | None = None
 
     @classmethod
     def from_avro(cls, data: dict[str, Any]) -> Self:
-        return cls(**{**data, "roles": tuple(data["roles"])})
+        decision = data.get("decision")
+        if decision is not None:
+            decision = DecisionKey(**decision)
+        return cls(**{**data, "roles": tuple(data["roles"]), "decision": decision})
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +215,8 @@ class PartitionValue(AvroModel):
     # committed record), and the last leader once ISR and ELR are both empty.
     elr: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
+    # Why this value was written (PartitionValue v3); None in older records.
+    cause: Cause | None = None
 
     def to_avro(self) -> dict[str, Any]:
         data = super(PartitionValue, self).to_avro()
@@ -157,6 +241,7 @@ class PartitionValue(AvroModel):
             election=data["election"],
             elr=tuple(data.get("elr", ())),
             last_known_elr=tuple(data.get("last_known_elr", ())),
+            cause=None if data.get("cause") is None else Cause.from_avro(data["cause"]),
         )
 
 

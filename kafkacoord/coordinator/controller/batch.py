@@ -9,20 +9,30 @@ Every record a batch holds carries its controller epoch (docs/architecture.md#co
 and the batch alone puts it there: values reach its ``put_*`` methods with
 :data:`~.records.EPOCH_FROM_BATCH` and are stamped with :attr:`Batch.epoch`; a value that
 carries another epoch is refused with a ``ValueError``.
+
+Every decision also carries its cause (docs/architecture.md#causes): the code that
+decides names it (:meth:`Batch.because`): a new decision's trigger, written once as a
+decision record before the first record it explains, or an earlier decision. Partition
+values are built with the decision's id, and a partition value without a cause is
+refused; a node value takes the decision's id.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Final, TypeAlias
 
 from kafkacoord.codecs.models import (
+    DecisionKey,
+    DecisionValue,
     NodeValue,
     PartitionKey,
     PartitionValue,
     RebalanceValue,
     TopicKey,
     TopicValue,
+    Trigger,
 )
 from kafkacoord.coordinator.runtime.shard import Record
 
@@ -39,7 +49,24 @@ from .records import (
 )
 from .states import PartitionPhase, check_partition_transition, partition_phase
 
-__all__ = ["Batch"]
+__all__ = ["Batch", "DecisionCounter"]
+
+
+class DecisionCounter:
+    """A controller's count of its decisions in its epoch: a decision's id is the epoch and
+    this count. A handler that fails puts it back (:attr:`next`), so a retry makes the
+    same ids."""
+
+    __slots__ = ("next",)
+
+    def __init__(self) -> None:
+        self.next = 0
+
+    def take(self) -> int:
+        sequence = self.next
+        self.next = sequence + 1
+        return sequence
+
 
 _MISSING = object()
 
@@ -65,22 +92,33 @@ class Batch:
     """The records of one handler run, overlaid on the image: reads see pending changes first."""
 
     __slots__ = (
+        "_last_written",
         "_live",
         "_nodes",
         "_partitions",
         "_rebalance",
+        "_sequence",
         "_topics",
+        "_unwritten",
         "after_commit",
+        "decision",
         "elr_min_isr",
         "epoch",
         "image",
         "now_ms",
         "reassign_keys",
         "records",
+        "trigger",
     )
 
     def __init__(
-        self, image: MetadataImage, epoch: int, now_ms: int, *, elr_min_isr: int | None = None
+        self,
+        image: MetadataImage,
+        epoch: int,
+        now_ms: int,
+        *,
+        elr_min_isr: int | None = None,
+        decisions: DecisionCounter | None = None,
     ) -> None:
         if epoch < 0:
             raise ValueError(f"a batch writes with a controller's epoch, not {epoch}")
@@ -99,6 +137,63 @@ class Batch:
         self._rebalance: RebalanceValue | None = None
         # Partitions changed here that are (or were) being reassigned.
         self.reassign_keys: dict[TP, None] = {}
+        # The decision the records being written now belong to, and its trigger when it
+        # is this batch's own (None: an earlier decision's).
+        self.decision: DecisionKey | None = None
+        self.trigger: Trigger | None = None
+        # The controller's count of its decisions (its epoch's), which ids are made of.
+        self._sequence = decisions if decisions is not None else DecisionCounter()
+        # Decision records not yet written: each goes before the first record it explains.
+        self._unwritten: dict[DecisionKey, Record] = {}
+        self._last_written: DecisionKey | None = None
+
+    # -- causes ------------------------------------------------------------------------------
+
+    @contextmanager
+    def because(self, cause: Trigger | DecisionKey) -> Iterator[None]:
+        """The records written inside belong to ``cause``: a new decision of this trigger,
+        or an earlier decision (a fencing's ISR shrinks, or a fencing a new controller
+        finishes). A new decision takes its id when first asked for it
+        (:meth:`require_decision`) and its record is written before the first record it
+        explains; one that wrote nothing gives its id back, so ids do not depend on the
+        decisions that changed nothing. The outer decision applies again after."""
+        outer = self.decision, self.trigger
+        if isinstance(cause, DecisionKey):
+            self.decision, self.trigger = cause, None
+        else:
+            self.decision, self.trigger = None, cause
+        try:
+            yield
+        finally:
+            decision = self.decision
+            if self.trigger is not None and decision is not None:
+                sequence = self._sequence
+                if decision in self._unwritten and sequence.next == decision.sequence + 1:
+                    del self._unwritten[decision]
+                    sequence.next = decision.sequence
+            self.decision, self.trigger = outer
+
+    def require_decision(self) -> DecisionKey:
+        """The decision of the records being written; a ``ValueError`` when none was set,
+        so a path that changes a partition without saying why fails where it is."""
+        decision = self.decision
+        if decision is None:
+            trigger = self.trigger
+            if trigger is None:
+                raise ValueError("a partition change needs a cause: set one with Batch.because")
+            decision = self.decision = DecisionKey(self.epoch, self._sequence.take())
+            self._unwritten[decision] = Record(
+                decision, DecisionValue(trigger, self.now_ms, self.epoch)
+            )
+        return decision
+
+    def _write_decision(self, decision: DecisionKey) -> None:
+        # Called per partition record: the decision just written costs a compare.
+        if decision is not self._last_written:
+            record = self._unwritten.pop(decision, None)
+            if record is not None:
+                self.records.append(record)
+            self._last_written = decision
 
     # -- savepoints ------------------------------------------------------------------------------
 
@@ -111,6 +206,11 @@ class Batch:
         """Forget what was written since ``mark``: the overlay is rebuilt from the records
         kept (a failure is rare, so only it pays)."""
         records, after, reassign = mark
+        for record in self.records[records:]:
+            if isinstance(record.key, DecisionKey) and record.value is not None:
+                # Written again if needed again (a tombstone is not).
+                self._unwritten[record.key] = record
+        self._last_written = None
         kept = self.records[:records]
         del self.after_commit[after:]
         self.records = []
@@ -225,6 +325,10 @@ class Batch:
 
     def put_node(self, value: NodeValue) -> None:
         self._stamp(value)
+        if self.decision is not None or self.trigger is not None:  # like the epoch
+            decision = self.require_decision()
+            self._write_decision(decision)
+            _set_field(value, "decision", decision)
         self._nodes[value.node_id] = value
         self._live = None
         self.records.append(node_record(value))
@@ -248,6 +352,9 @@ class Batch:
 
         ``via`` names a state passed through on the way (NonExistent -> New -> Online).
         """
+        cause = value.cause
+        if cause is None:
+            raise ValueError(f"{_named(value)} has no cause: every partition change says why")
         key = (value.topic, value.partition)
         old = self.partition(value.topic, value.partition)
         if old is None or old.state is not value.state:
@@ -261,6 +368,7 @@ class Batch:
                 ):
                     return False
         self._stamp(value)
+        self._write_decision(cause.decision)
         self._partitions[key] = value
         if value.reassignment is not None or (old is not None and old.reassignment is not None):
             self.reassign_keys[key] = None
@@ -274,7 +382,12 @@ class Batch:
         epoch = self.epoch
         # :meth:`_stamp` and :func:`.records.partition_record` inline: a failover puts
         # hundreds of thousands.
+        write_decision = self._write_decision
         for value in values:
+            cause = value.cause
+            if cause is None:
+                raise ValueError(f"{_named(value)} has no cause: every partition change says why")
+            write_decision(cause.decision)
             stamped = value.controller_epoch
             if stamped == EPOCH_FROM_BATCH:
                 _set_field(value, "controller_epoch", epoch)
@@ -286,6 +399,10 @@ class Batch:
             if value.reassignment is not None:
                 moving[key] = None
             records.append(Record(PartitionKey(topic, partition), value))
+
+    def delete_decision(self, decision: DecisionKey) -> None:
+        """Tombstone a decision record past its retention."""
+        self.records.append(Record(decision, None))
 
     def delete_partition(self, topic: str, partition: int) -> bool:
         """Tombstone a partition: valid only from OFFLINE (Kafka's Offline -> NonExistent)."""

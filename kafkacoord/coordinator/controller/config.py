@@ -62,6 +62,8 @@ class ControllerConfig:
 
     # Kafka's broker.session.timeout.ms: a node silent for this long is fenced.
     node_session_timeout_ms: int = 9000
+    # Decision records older than this are tombstoned (no Kafka equivalent); 0 keeps them.
+    decision_retention_ms: int = 7 * 24 * 3600 * 1000
     # auto.leader.rebalance.enable and leader.imbalance.check.interval.seconds (in ms).
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_ms: int = 300_000

@@ -23,6 +23,8 @@ from kafkacoord.codecs.models import (
     AvroModel,
     ControllerKey,
     ControllerValue,
+    DecisionKey,
+    DecisionValue,
     NodeKey,
     NodeValue,
     PartitionKey,
@@ -85,6 +87,9 @@ class MetadataImage:
         self.topics: dict[str, TopicValue] = {}
         # The running or the last goal-based rebalance.
         self.rebalance: RebalanceValue | None = None
+        # Live decision records, (controller epoch, sequence) -> when decided: all a
+        # controller needs of them is which to tombstone once past their retention.
+        self.decisions: dict[tuple[int, int], int] = {}
         self._partitions: dict[str, dict[int, PartitionValue]] = {}
         # node -> partitions it leads, follows in the ISR, holds. A node's set is built by
         # one scan the first time it is asked for, then kept up to date by replay: a load
@@ -138,6 +143,13 @@ class MetadataImage:
         elif isinstance(key, RebalanceKey):
             assert value is None or isinstance(value, RebalanceValue)
             self.rebalance = value
+        elif isinstance(key, DecisionKey):
+            assert value is None or isinstance(value, DecisionValue)
+            decision = (key.controller_epoch, key.sequence)
+            if value is None:
+                self.decisions.pop(decision, None)
+            else:
+                self.decisions[decision] = value.decided_ms
         elif isinstance(key, ControllerKey):
             # A tombstone of the controller record forgets who leads, not the epoch fence.
             if value is None:

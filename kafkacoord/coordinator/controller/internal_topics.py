@@ -8,7 +8,7 @@ reassignments, as more such nodes come. See docs/architecture.md#group-shards.
 
 from __future__ import annotations
 
-from kafkacoord.codecs.models import TopicValue
+from kafkacoord.codecs.models import TopicValue, Trigger, TriggerKind
 from kafkacoord.coordinator.protocol import ProtocolError
 
 from .batch import Batch
@@ -37,6 +37,10 @@ class InternalTopics:
     def ensure(self, batch: Batch) -> None:
         """Create the internal topics that can be, and raise their replication as nodes with
         their role come."""
+        with batch.because(Trigger(TriggerKind.INTERNAL_TOPICS)):
+            self._ensure(batch)
+
+    def _ensure(self, batch: Batch) -> None:
         for spec in self.config.internal_topics:
             nodes = [
                 n for n in sorted(batch.live())

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from kafkacoord.codecs.models import PartitionValue
+from kafkacoord.codecs.models import PartitionValue, Trigger, TriggerKind
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol.controller_api import (
     ElectLeaders,
@@ -31,7 +31,7 @@ from kafkacoord.coordinator.protocol.controller_api import (
 from .batch import Batch
 from .config import ControllerConfig
 from .image import TP
-from .leader_rebalance import partitions_to_rebalance
+from .leader_rebalance import leader_imbalance, partitions_to_rebalance
 from .partition_change import partition_change
 from .partitions import PartitionManager, existing_partition
 
@@ -134,11 +134,23 @@ class LeadershipManager:
             in_flight=image.reassigning(), max_partitions=cap,
         )  # fmt: skip
         live = batch.live()
+        # Each election's cause: its preferred leader's imbalance (computed only when some
+        # election is due: it walks every partition again).
+        ratios = leader_imbalance(assignment, leaders) if chosen else {}
+        triggers: dict[int, Trigger] = {}
         for topic, partition in chosen:
             current = batch.partition(topic, partition)
-            if current is None:
+            if current is None or not current.replicas:
                 continue
-            change = partition_change(batch, current)
-            if change.elect_preferred(live):
-                change.put()
+            preferred = current.replicas[0]
+            trigger = triggers.get(preferred)
+            if trigger is None:
+                trigger = triggers[preferred] = Trigger(
+                    TriggerKind.LEADER_REBALANCE, node_id=preferred,
+                    imbalance=ratios.get(preferred),
+                )  # fmt: skip
+            with batch.because(trigger):
+                change = partition_change(batch, current)
+                if change.elect_preferred(live):
+                    change.put()
         return len(chosen) >= cap

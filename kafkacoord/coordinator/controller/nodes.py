@@ -14,13 +14,15 @@
   nothing it is fenced at once, so it can leave (and a new incarnation register) without
   waiting for its session to expire.
 
-Session deadlines are in memory only (timer ``("session", node_id)``).
+Session deadlines are in memory only (timer ``("session", node_id)``), and so are the
+last heartbeats an expiry's cause reports and a fencing's trigger its ISR shrinks carry.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from kafkacoord.codecs.models import DecisionKey, Trigger, TriggerKind
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError, TopicPartitionRef
 from kafkacoord.coordinator.protocol.controller_api import (
     ControlledShutdown,
@@ -34,6 +36,7 @@ from kafkacoord.coordinator.protocol.controller_api import (
 from kafkacoord.coordinator.runtime.timers import Timers
 
 from .batch import Batch
+from .causes import fencing_trigger
 from .config import ControllerConfig
 from .partitions import PartitionManager, check_node_epoch
 from .records import new_node_value, node_value, reregistered_node_value
@@ -59,9 +62,24 @@ class NodeManager:
         self.config = config
         self.partitions = partitions
         self.timers = timers
+        # node -> its last heartbeat, or the start of its session under this controller.
+        self.heartbeats: dict[int, int] = {}
+        # node -> the decision that fenced it, for the ISR shrinks that follow it.
+        self.fencings: dict[int, DecisionKey] = {}
 
     def _renew(self, node_id: int, now_ms: int) -> None:
+        self.heartbeats[node_id] = now_ms
         self.timers.schedule(session_timer(node_id), now_ms + self.config.node_session_timeout_ms)
+
+    def expiry_trigger(self, node_id: int) -> Trigger:
+        """The cause of the node's session expiring now: its last heartbeat."""
+        return Trigger(TriggerKind.SESSION_EXPIRED, node_id=node_id,
+                       heartbeat_ms=self.heartbeats.get(node_id, -1))  # fmt: skip
+
+    def fencing_trigger(self, batch: Batch, node_id: int) -> Trigger | DecisionKey:
+        """The decision of the node's last fencing, for its ISR shrinks."""
+        decision = self.fencings.get(node_id)
+        return decision if decision is not None else fencing_trigger(node_id, batch.node(node_id))
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -142,6 +160,7 @@ class NodeManager:
         if node is None or node.fenced:
             return False
         batch.put_node(node_value(node, fenced=True))
+        self.fencings[node_id] = batch.require_decision()
         self.timers.cancel(session_timer(node_id))
         self.partitions.on_node_fenced(batch, node_id, followers=False)
         self._shrink_after(batch, node_id)
@@ -157,6 +176,8 @@ class NodeManager:
         )
         if more:
             self._shrink_after(batch, node_id)
+        else:
+            self.fencings.pop(node_id, None)
 
     def _shrink_after(self, batch: Batch, node_id: int) -> None:
         # Scheduled once this batch is durable, so the next batch never joins its append.

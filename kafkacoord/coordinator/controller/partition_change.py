@@ -16,6 +16,9 @@ partition's next value. The rules (docs/architecture.md#epochs-and-isr) live her
 - With eligible leader replicas on, the ELR and last known ELR follow from the new ISR
   (:func:`.elr.next_elr`); with them off they stay as they are.
 - A change that changes nothing builds nothing, and nothing is written.
+- Every value built carries its :class:`~kafkacoord.codecs.models.Cause`
+  (docs/architecture.md#causes): the decision's id and, when a leader was elected (or
+  none could be), the rule that chose it.
 
 The value built is the partition's whole record, never a delta: Kafka's
 ``PartitionChangeRecord`` carries only the fields that changed, but compaction keeps only
@@ -36,7 +39,13 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Final, Self
 
-from kafkacoord.codecs.models import PartitionState, PartitionValue, Reassignment
+from kafkacoord.codecs.models import (
+    Cause,
+    DecisionKey,
+    PartitionState,
+    PartitionValue,
+    Reassignment,
+)
 
 from .batch import Batch
 from .election import (
@@ -50,6 +59,7 @@ from .records import EPOCH_FROM_BATCH
 from .states import PartitionPhase
 
 __all__ = [
+    "NO_CANDIDATE",
     "NO_LEADER",
     "Election",
     "PartitionChangeBuilder",
@@ -60,6 +70,8 @@ __all__ = [
 ]
 
 NO_LEADER: Final = -1
+NO_CANDIDATE: Final = "none"
+"""The rule of a cause whose election found no replica to lead."""
 
 Ids = tuple[int, ...]
 
@@ -97,8 +109,9 @@ class PartitionChangeBuilder:
     The setters and elections return the builder, or whether an election found a leader;
     :meth:`build` applies the epoch rules and returns the new value, or ``None`` when
     nothing changed. ``min_isr`` is the topic's ``min.insync.replicas`` with eligible
-    leader replicas on, ``None`` with them off. A builder made by
-    :func:`partition_change` knows its batch, and :meth:`put` records the value there.
+    leader replicas on, ``None`` with them off. ``decision`` is the value's cause (``None``:
+    no cause, which no batch takes). A builder made by :func:`partition_change` knows its
+    batch and its decision, and :meth:`put` records the value there.
     """
 
     __slots__ = (
@@ -106,8 +119,10 @@ class PartitionChangeBuilder:
         "_bump_leader_epoch",
         "_clear_elr",
         "_election",
+        "_rule",
         "_unclean_shutdown",
         "current",
+        "decision",
         "isr",
         "leader",
         "min_isr",
@@ -124,8 +139,10 @@ class PartitionChangeBuilder:
         now_ms: int,
         min_isr: int | None = None,
         batch: Batch | None = None,
+        decision: DecisionKey | None = None,
     ) -> None:
         self.current = current
+        self.decision = decision
         self.now_ms = now_ms
         self.min_isr = min_isr
         # The targets, as changed so far.
@@ -140,6 +157,8 @@ class PartitionChangeBuilder:
         self._clear_elr = False
         self._unclean_shutdown: int | None = None
         self._batch = batch
+        # The last election's rule, for the cause.
+        self._rule = ""
 
     # -- the changes asked for -----------------------------------------------------------
 
@@ -152,10 +171,12 @@ class PartitionChangeBuilder:
         return self
 
     def set_leader(self, leader: int, election: str | None = None) -> Self:
-        """An explicit leader; ``election`` is recorded with it if it is a new one."""
+        """An explicit leader; ``election`` is recorded with it if it is a new one, and is
+        the cause's rule (:data:`NO_CANDIDATE` for no leader)."""
         self.leader = leader
         if election is not None:
             self._election = election
+            self._rule = election if leader >= 0 else NO_CANDIDATE
         return self
 
     def set_state(self, state: PartitionState) -> Self:
@@ -243,7 +264,8 @@ class PartitionChangeBuilder:
     def elect_controlled_shutdown(self, live: Collection[int], node_id: int) -> bool:
         """Leadership moves off a shutting-down node to the first live ISR member that is
         not shutting down, and the node leaves the ISR."""
-        result = controlled_shutdown_election(self.replicas, self.isr, live, (node_id,))
+        isr = self.isr
+        result = controlled_shutdown_election(self.replicas, isr, live, (node_id,))
         if result is None:
             return False
         self.isr = result.isr
@@ -295,13 +317,18 @@ class PartitionChangeBuilder:
         )
         if not changed and self.reassignment == current.reassignment:
             return None
+        decision = self.decision
+        cause = None
+        if decision is not None:
+            elected = leader_changed or self._rule == NO_CANDIDATE
+            cause = Cause(decision, self._rule if elected else "")
         return PartitionValue(
             current.topic, current.partition, state, replicas, isr, leader,
             current.leader_epoch + 1 if new_leader_epoch else current.leader_epoch,
             current.partition_epoch + 1 if changed else current.partition_epoch,
             self.now_ms, EPOCH_FROM_BATCH, self.reassignment,
             (self._election or current.election) if leader_changed else current.election,
-            elr, last,
+            elr, last, cause,
         )  # fmt: skip
 
     def put(self) -> PartitionValue:
@@ -317,30 +344,44 @@ class PartitionChangeBuilder:
 
 
 def partition_change(batch: Batch, current: PartitionValue) -> PartitionChangeBuilder:
-    """A builder for a change of ``current`` in ``batch``: the batch's time, and the
-    topic's ``min.insync.replicas`` when eligible leader replicas are on."""
+    """A builder for a change of ``current`` in ``batch``: the batch's time and decision
+    (a ``ValueError`` without one), and the topic's ``min.insync.replicas`` when eligible
+    leader replicas are on."""
+    decision = batch.require_decision()
     default = batch.elr_min_isr
     min_isr = None if default is None else batch.image.min_insync_replicas(current.topic, default)
-    return PartitionChangeBuilder(current, now_ms=batch.now_ms, min_isr=min_isr, batch=batch)
+    return PartitionChangeBuilder(current, now_ms=batch.now_ms, min_isr=min_isr, batch=batch,
+                                  decision=decision)  # fmt: skip
 
 
 def new_partition(
-    topic: str, partition: int, replicas: Ids, live: Collection[int], now_ms: int
+    topic: str,
+    partition: int,
+    replicas: Ids,
+    live: Collection[int],
+    now_ms: int,
+    *,
+    decision: DecisionKey | None = None,
 ) -> PartitionValue:
     """A partition's first value, for a batch to stamp: ONLINE with its live replicas as the ISR and
-    the first of them as leader, or NEW while none is live; both epochs start at 0."""
+    the first of them as leader, or NEW while none is live; both epochs start at 0. With a
+    ``decision``, its cause: the initial election over the live replicas."""
     alive = _first_election(replicas, live)
+    cause = None
+    if decision is not None:
+        cause = Cause(decision, Election.INITIAL if alive else NO_CANDIDATE)
     return PartitionValue(
         topic, partition, PartitionState.ONLINE if alive else PartitionState.NEW, replicas,
         alive, alive[0] if alive else NO_LEADER, 0, 0, now_ms, EPOCH_FROM_BATCH,
-        election=Election.INITIAL if alive else "",
+        election=Election.INITIAL if alive else "", cause=cause,
     )  # fmt: skip
 
 
 def put_new_partition(batch: Batch, topic: str, partition: int, replicas: Ids) -> bool:
     """Create the partition in ``batch``: NonExistent -> New, then New -> Online when a
     replica is live, in one record."""
-    value = new_partition(topic, partition, replicas, batch.live(), batch.now_ms)
+    value = new_partition(topic, partition, replicas, batch.live(), batch.now_ms,
+                          decision=batch.require_decision())  # fmt: skip
     return batch.put_partition(value, via=PartitionPhase.NEW)
 
 
@@ -367,6 +408,9 @@ def fence_node(
     which Kafka's table allows from any existing state, so the values skip the per-record
     transition check.
     """
+    decision = batch.require_decision()
+    # The decision's causes, one per rule: shared by the values.
+    quiet, causes = Cause(decision), {NO_CANDIDATE: Cause(decision, NO_CANDIDATE)}
     live = batch.live()
     now_ms, from_batch = batch.now_ms, EPOCH_FROM_BATCH
     pending = batch.has_pending_partitions()
@@ -420,6 +464,7 @@ def fence_node(
                     topic, partition, current.state, replicas, isr, current.leader,
                     current.leader_epoch, current.partition_epoch + 1, now_ms, from_batch,
                     current.reassignment, current.election, elr, last,
+                    quiet,
                 )
             )  # fmt: skip
             continue
@@ -427,9 +472,11 @@ def fence_node(
                                   last_known=last)  # fmt: skip
         if result is None:
             state, leader, kind = PartitionState.OFFLINE, NO_LEADER, Election.OFFLINE
+            cause = causes[NO_CANDIDATE]
         else:
             state, leader, isr = PartitionState.ONLINE, result.leader, result.isr
             kind = _ELECTION_KIND[result.via]
+            cause = causes.get(kind) or causes.setdefault(kind, Cause(decision, kind))
             if min_isr is not None:
                 full = len(isr) >= min_isr
                 elr, last = ((), ()) if full else next_elr(current, replicas, isr, min_isr)
@@ -437,7 +484,7 @@ def fence_node(
             PartitionValue(
                 topic, partition, state, replicas, isr, leader, current.leader_epoch + 1,
                 current.partition_epoch + 1, now_ms, from_batch, current.reassignment, kind,
-                elr, last,
+                elr, last, cause,
             )
         )  # fmt: skip
     batch.put_existing_partitions(changed)

@@ -33,6 +33,8 @@ from kafkacoord.codecs.models import (
     RebalanceMove,
     RebalanceState,
     RebalanceValue,
+    Trigger,
+    TriggerKind,
 )
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import controller_api as api
@@ -242,6 +244,7 @@ class RebalanceExecutor:
         leader_moves = 0
         moving, per_node = found.moving, found.per_node
         refused: dict[RebalanceMove, str] = {}
+        step_of = _steps(rebalance)
         for move in found.pending:
             current = batch.partition(move.topic, move.partition)
             assert current is not None
@@ -249,9 +252,10 @@ class RebalanceExecutor:
                 if leader_moves >= rebalance.max_concurrent_leader_moves:
                     continue
                 # One record: the new order, and the new first replica leads if it can.
-                change = partition_change(batch, current).set_replicas(move.target_replicas)
-                change.elect_preferred(batch.live())
-                change.put()
+                with batch.because(step_of(move)):
+                    change = partition_change(batch, current).set_replicas(move.target_replicas)
+                    change.elect_preferred(batch.live())
+                    change.put()
                 leader_moves += 1
                 continue
             if moving >= rebalance.max_concurrent_moves:
@@ -260,8 +264,9 @@ class RebalanceExecutor:
             if any(per_node[n] >= rebalance.max_concurrent_moves_per_node for n in nodes):
                 continue
             try:
-                self.reassignments.alter_one(batch, move.topic, move.partition,
-                                             move.target_replicas)  # fmt: skip
+                with batch.because(step_of(move)):
+                    self.reassignments.alter_one(batch, move.topic, move.partition,
+                                                 move.target_replicas)  # fmt: skip
             except ProtocolError as exc:
                 refused[move] = f"{move.topic}-{move.partition}: {exc.message}"
                 continue
@@ -286,16 +291,18 @@ class RebalanceExecutor:
         balanced preferred leaders, so they should lead)."""
         live = batch.live()
         budget = rebalance.max_concurrent_leader_moves - used
+        step_of = _steps(rebalance)
         for move in found.unled:
             if budget <= 0:
                 return
             current = batch.partition(move.topic, move.partition)
             if current is None or current.reassignment is not None:
                 continue
-            change = partition_change(batch, current)
-            if change.elect_preferred(live) and change.leader != current.leader:
-                change.put()
-                budget -= 1
+            with batch.because(step_of(move)):
+                change = partition_change(batch, current)
+                if change.elect_preferred(live) and change.leader != current.leader:
+                    change.put()
+                    budget -= 1
 
     @staticmethod
     def _put(
@@ -307,3 +314,14 @@ class RebalanceExecutor:
         moves: tuple[RebalanceMove, ...] | None = None,
     ) -> None:
         batch.put_rebalance(rebalance_value(old, state, message, batch.now_ms, moves=moves))
+
+
+def _steps(rebalance: RebalanceValue) -> Callable[[RebalanceMove], Trigger]:
+    """The cause of a move's records: the plan, and the move's place in it (from 1)."""
+    index = {move: i for i, move in enumerate(rebalance.moves, 1)}
+
+    def trigger(move: RebalanceMove) -> Trigger:
+        return Trigger(TriggerKind.REBALANCE_PLAN, plan_id=rebalance.proposal_id,
+                       plan_step=index.get(move, -1))  # fmt: skip
+
+    return trigger

@@ -30,7 +30,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from kafkacoord.codecs.models import PartitionKey, PartitionValue
+from kafkacoord.codecs.models import DecisionKey, PartitionKey, PartitionValue, Trigger, TriggerKind
 from kafkacoord.coordinator.protocol import CONTROLLER_APIS, Body, Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result, encode_records
@@ -41,8 +41,10 @@ from kafkacoord.gc_pause import (
     gc_paused,
 )
 
-from .batch import Batch
+from .batch import Batch, DecisionCounter
+from .causes import fencing_trigger, request_trigger
 from .config import ControllerConfig
+from .decision_retention import RETENTION_INTERVAL_MS, RETENTION_TIMER, expire_decisions
 from .image import MetadataImage
 from .internal_topics import InternalTopics
 from .leadership import REBALANCE_TIMER, LeadershipManager
@@ -76,6 +78,7 @@ class _SoftState:
     replicas: dict[tuple[str, int], dict[int, ReplicaState]]
     timers: dict[Hashable, int]
     rng: tuple[Any, ...]
+    decisions: int  # the next decision's sequence
 
 
 class ControllerShard:
@@ -119,6 +122,8 @@ class ControllerShard:
         self.rebalances = RebalanceExecutor(self.reassignments)
         # The epoch this controller writes with; set by on_loaded.
         self.epoch = -1
+        # Its count of decisions, from which their ids are made.
+        self._decisions = DecisionCounter()
         self._loaded = False
         self._handlers: dict[str, Handler] = {
             "RegisterNode": self.nodes.register,
@@ -161,24 +166,30 @@ class ControllerShard:
         self.timers.clear()
         self.replica_states.clear()
         self.epoch = self.image.controller_epoch + 1
+        # A new epoch: its decisions count from 0 (ids are (epoch, count)).
+        self._decisions = DecisionCounter()
         self._loaded = True
         batch = self._batch(now_ms)
         # The new epoch goes first: every decision after it carries it.
         batch.put_controller(self.node_id, self.incarnation, self.endpoint)
         self.nodes.start_sessions(batch)
-        # A fencing whose partition records did not all make it: finish it.
+        # A fencing whose partition records did not all make it: finish it, for its cause.
         fenced = {node_id for node_id, node in self.image.nodes.items() if node.fenced}
         for node_id in sorted(self.image.leaders_or_isr_members(fenced)):
-            self.partitions.on_node_fenced(batch, node_id)
-        self.partitions.elect_leaderless(batch, sorted(self.image.leaderless()))
-        self.deletions.resume(batch)
-        self.internal_topics.ensure(batch)
-        self.reassignments.resume(batch)
+            with batch.because(fencing_trigger(node_id, self.image.nodes.get(node_id))):
+                self.partitions.on_node_fenced(batch, node_id)
+        with batch.because(Trigger(TriggerKind.CONTROLLER_ACTIVATED, node_id=self.node_id)):
+            self.partitions.elect_leaderless(batch, sorted(self.image.leaderless()))
+            self.deletions.resume(batch)
+            self.internal_topics.ensure(batch)
+            self.reassignments.resume(batch)
         self._step_rebalance(batch)
         if self.config.auto_leader_rebalance_enable:
             self.timers.schedule(
                 REBALANCE_TIMER, now_ms + self.config.leader_imbalance_check_interval_ms
             )
+        if self.config.decision_retention_ms > 0:
+            self.timers.schedule(RETENTION_TIMER, now_ms + RETENTION_INTERVAL_MS)
         log.info(
             "controller %d active with epoch %d: %d nodes, %d topics, %d partitions",
             self.node_id, self.epoch, len(self.image.nodes), len(self.image.topics),
@@ -207,7 +218,10 @@ class ControllerShard:
         # the placement rng change in the handler, so a failure must put them back.
         saved = self._soft_state()
         try:
-            with gc_paused(self.config.pause_gc_in_handlers):
+            with (
+                gc_paused(self.config.pause_gc_in_handlers),
+                batch.because(request_trigger(request)),
+            ):
                 body = handler(batch, request.body)
                 self.reassignments.settle(batch)
                 if request.api != "NodeHeartbeat":  # the common request changes no partition
@@ -239,16 +253,17 @@ class ControllerShard:
     def _batch(self, now_ms: int) -> Batch:
         config = self.config
         elr = config.default_min_insync_replicas if config.eligible_leader_replicas_enable else None
-        return Batch(self.image, self.epoch, now_ms, elr_min_isr=elr)
+        return Batch(self.image, self.epoch, now_ms, elr_min_isr=elr, decisions=self._decisions)
 
     def _soft_state(self) -> _SoftState:
         return _SoftState(self.replica_states.snapshot(), self.timers.snapshot(),
-                          self.rng.getstate())  # fmt: skip
+                          self.rng.getstate(), self._decisions.next)  # fmt: skip
 
     def _restore(self, saved: _SoftState) -> None:
         self.replica_states.restore(saved.replicas)
         self.timers.restore(saved.timers)
         self.rng.setstate(saved.rng)
+        self._decisions.next = saved.decisions
 
     def _fire_timers(self, now_ms: int) -> Result:
         batch = self._batch(now_ms)
@@ -257,7 +272,13 @@ class ControllerShard:
             # fails is undone, logged and retried after a backoff; the others go on.
             mark, saved = batch.mark(), self._soft_state()
             try:
-                self._fire_timer(batch, key, now_ms)
+                # What the timer changes may let a reassignment move on: for the same cause.
+                if key == RETENTION_TIMER:  # tombstones only: no decision of its own
+                    self._expire_decisions(batch, now_ms)
+                else:
+                    with batch.because(self._timer_trigger(batch, key)):
+                        self._fire_timer(batch, key, now_ms)
+                        self.reassignments.settle(batch)
                 encode_records(batch.records[mark[0] :])
             except Exception as exc:
                 batch.rollback(mark)
@@ -265,7 +286,6 @@ class ControllerShard:
                 self.retries.retry_or_drop(self.timers.schedule, key, now_ms, exc, "controller")
                 continue
             self.retries.succeeded(key)
-        self.reassignments.settle(batch)
         self._step_rebalance(batch)
         encode_records(batch.records)
         return self._result(batch)
@@ -290,6 +310,25 @@ class ControllerShard:
             pass  # the step below runs on every timer run
         else:
             log.error("unknown controller timer %r", key)
+
+    def _expire_decisions(self, batch: Batch, now_ms: int) -> None:
+        more = expire_decisions(batch, self.config.decision_retention_ms)
+        # Tombstones replay once durable: the next run comes after that.
+        delay = self.config.rebalance_continue_delay_ms if more else RETENTION_INTERVAL_MS
+        self.timers.schedule(RETENTION_TIMER, now_ms + delay)
+
+    def _timer_trigger(self, batch: Batch, key: Hashable) -> Trigger | DecisionKey:
+        """The cause of what a timer decides (an auto leader rebalance and a rebalance
+        plan's steps refine it per partition)."""
+        if isinstance(key, tuple) and key[0] == SESSION_TIMER:
+            return self.nodes.expiry_trigger(key[1])
+        if isinstance(key, tuple) and key[0] == ISR_SHRINK_TIMER:
+            return self.nodes.fencing_trigger(batch, key[1])
+        if isinstance(key, tuple) and key[0] == DELETE_TOPIC_TIMER:
+            return Trigger(TriggerKind.TOPIC_DELETED)
+        if key == REBALANCE_TIMER:
+            return Trigger(TriggerKind.LEADER_REBALANCE)
+        return Trigger(TriggerKind.REBALANCE_PLAN)  # the execute timer; nothing else is due
 
     def _step_rebalance(self, batch: Batch) -> None:
         """Move a running rebalance on; its timer ticks while it runs."""

@@ -95,12 +95,15 @@ class RequestRef:
     """Who asked: the caller's client id and correlation id, and where to answer.
 
     A retry reuses its correlation id, so (client id, correlation id) names one call
-    across reconnects; ``channel`` is None for requests made in-process.
+    across reconnects; ``channel`` is None for requests made in-process. ``principal`` is
+    the connection's authenticated principal (mutual TLS), which the controller records in
+    the cause of an admin request's decisions.
     """
 
     client_id: str
     correlation_id: int
     channel: ReplyChannel | None = field(default=None, compare=False)
+    principal: str | None = field(default=None, compare=False)
 
     def __deepcopy__(self, memo: dict[int, object]) -> RequestRef:
         # Immutable, and its channel is a live connection: a copied group shares it.

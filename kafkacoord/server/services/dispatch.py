@@ -198,8 +198,10 @@ class RequestDispatcher:
                              api=spec.name, reason="wrong_shard")  # fmt: skip
                 return
         request = Request(
-            RequestRef(header.client_id, header.correlation_id, channel_of(conn)), spec.name, parsed
-        )
+            RequestRef(header.client_id, header.correlation_id, channel_of(conn),
+                       principal=conn.principal),
+            spec.name, parsed,
+        )  # fmt: skip
         if is_controller:
             self._controller(request)
         else:

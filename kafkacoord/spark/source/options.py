@@ -26,6 +26,7 @@ class Role(str, Enum):
                     RecordType.TOPIC,
                     RecordType.PARTITION,
                     RecordType.REBALANCE,
+                    RecordType.DECISION,
                 }
             )
         if self is Role.OFFSETS:

@@ -33,6 +33,8 @@ from kafkacoord.codecs.models import (
     ConsumerGroupTargetAssignmentMetadataValue,
     ControllerKey,
     ControllerValue,
+    DecisionKey,
+    DecisionValue,
     GroupMember,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -56,6 +58,8 @@ from kafkacoord.codecs.models import (
     TopicKey,
     TopicPartitions,
     TopicValue,
+    Trigger,
+    TriggerKind,
 )
 
 T0 = 1_700_000_000_000
@@ -137,6 +141,10 @@ SAMPLES: dict[RecordType, tuple[AvroModel, AvroModel]] = {
             (TopicPartitions("orders", (0,)),),
             (TopicPartitions("orders", (1,)),),
         ),
+    ),
+    RecordType.DECISION: (
+        DecisionKey(7, 12),
+        DecisionValue(Trigger(TriggerKind.SESSION_EXPIRED, node_id=3, heartbeat_ms=T0), T0, 7),
     ),
     RecordType.REBALANCE: (
         RebalanceKey(),

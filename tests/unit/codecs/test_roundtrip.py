@@ -29,6 +29,7 @@ from kafkacoord.codecs import (
 )
 from kafkacoord.codecs.models import (
     AvroModel,
+    Cause,
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -45,6 +46,8 @@ from kafkacoord.codecs.models import (
     ConsumerGroupTargetAssignmentMetadataValue,
     ControllerKey,
     ControllerValue,
+    DecisionKey,
+    DecisionValue,
     GroupMember,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -68,6 +71,7 @@ from kafkacoord.codecs.models import (
     TopicKey,
     TopicPartitions,
     TopicValue,
+    Trigger,
 )
 from kafkacoord.codecs.records import encode_value_as
 
@@ -102,6 +106,21 @@ reassignments = st.builds(
     started_ms=longs,
 )
 
+triggers = st.builds(
+    Trigger,
+    kind=texts,
+    node_id=ints,
+    heartbeat_ms=longs,
+    principal=opt_texts,
+    request_id=opt_texts,
+    api=opt_texts,
+    plan_id=opt_texts,
+    plan_step=ints,
+    imbalance=st.none() | st.floats(allow_nan=False),
+)
+decisions = st.builds(DecisionKey, controller_epoch=ints, sequence=longs)
+causes = st.builds(Cause, decision=decisions, rule=texts)
+
 members = st.builds(
     GroupMember,
     member_id=texts,
@@ -127,6 +146,7 @@ KEYS: dict[RecordType, st.SearchStrategy[Any]] = {
     RecordType.OFFSET_COMMIT: st.builds(OffsetCommitKey, group=texts, topic=texts, partition=ints),
     RecordType.SHARD_LEADER: st.just(ShardLeaderKey()),
     RecordType.REBALANCE: st.just(RebalanceKey()),
+    RecordType.DECISION: decisions,
     RecordType.CONSUMER_GROUP_METADATA: st.builds(ConsumerGroupMetadataKey, group=texts),
     RecordType.CONSUMER_GROUP_PARTITION_METADATA: st.builds(
         ConsumerGroupPartitionMetadataKey, group=texts
@@ -165,6 +185,7 @@ VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
         rack=opt_texts,
         endpoints=str_maps,
         shutting_down=st.booleans(),
+        decision=st.none() | decisions,
     ),
     RecordType.TOPIC: st.builds(
         TopicValue,
@@ -193,6 +214,7 @@ VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
         election=texts,
         elr=int_arrays,
         last_known_elr=int_arrays,
+        cause=st.none() | causes,
     ),
     RecordType.GROUP_METADATA: st.builds(
         GroupMetadataValue,
@@ -213,6 +235,9 @@ VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
     ),
     RecordType.SHARD_LEADER: st.builds(
         ShardLeaderValue, leader_epoch=ints, node_id=ints, incarnation=texts, activated_ms=longs
+    ),
+    RecordType.DECISION: st.builds(
+        DecisionValue, trigger=triggers, decided_ms=longs, controller_epoch=ints
     ),
     RecordType.REBALANCE: st.builds(
         RebalanceValue,
@@ -311,10 +336,10 @@ def test_strategies_cover_every_record_type() -> None:
 
 
 def test_current_versions() -> None:
-    # OffsetCommitValue gained leader_epoch in v2, NodeValue roles and PartitionValue the
-    # ELR (KIP-966) in v2.
-    evolved = {RecordType.OFFSET_COMMIT: 2, RecordType.NODE: 2, RecordType.CONTROLLER: 2,
-               RecordType.PARTITION: 2}  # fmt: skip
+    # OffsetCommitValue gained leader_epoch in v2, NodeValue roles in v2, PartitionValue the
+    # ELR (KIP-966) in v2; both the cause of the decision that wrote them in v3.
+    evolved = {RecordType.OFFSET_COMMIT: 2, RecordType.NODE: 3, RecordType.CONTROLLER: 2,
+               RecordType.PARTITION: 3}  # fmt: skip
     for rtype in SPECS:
         assert _newest_key_version(rtype) == 1
         assert _newest_value_version(rtype) == evolved.get(rtype, 1)
@@ -492,7 +517,7 @@ def test_node_value_v1_reads_as_v2_with_no_roles() -> None:
     old = encode_value_as(NodeValue(4, "inc", 2, False, 10, 3, rack="r1"), 1)
     decoded = decode_value(RecordType.NODE, old)
     assert decoded == NodeValue(4, "inc", 2, False, 10, 3, rack="r1", roles=())
-    assert encode_value(decoded)[:2] == b"\x00\x02"
+    assert encode_value(decoded)[:2] == b"\x00\x03"
 
 
 def test_partition_value_v1_reads_as_v2_with_empty_elr() -> None:
@@ -540,6 +565,8 @@ def test_long_arrays_and_large_ids_match_fastavro() -> None:
                            (1 << 31) - 1, 70, -(1 << 63), 200, Reassignment(many, (), many, (7,),
                            "ü" * 70, 1 << 62), "ünïcødé", many, (300,))  # fmt: skip
     assert_same_as_fastavro(value)
+    decision = DecisionKey(-(1 << 31), -(1 << 63))
+    assert_same_as_fastavro(dataclasses.replace(value, cause=Cause(decision, "r" * 64)))
 
 
 # -- the hand-written offset commit codec (codecs/offset_commit_codec.py) against fastavro --

@@ -10,7 +10,15 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kafkacoord.codecs.models import NodeKey, PartitionKey, PartitionValue, TopicKey
+from kafkacoord.codecs.models import (
+    DecisionKey,
+    DecisionValue,
+    NodeKey,
+    PartitionKey,
+    PartitionValue,
+    TopicKey,
+    Trigger,
+)
 from kafkacoord.coordinator.controller.config import ControllerConfig
 from kafkacoord.coordinator.controller.nodes import ISR_SHRINK_TIMER
 from kafkacoord.coordinator.controller.shard import ControllerShard
@@ -48,6 +56,8 @@ class Cluster:
         self.log: list[Record] = []
         self.node_epochs: dict[int, int] = {}
         self._correlation = 0
+        # The caller's authenticated principal (mutual TLS), as the dispatcher passes it.
+        self.principal: str | None = None
         self.shard = ControllerShard(
             self.config, controller_id, f"controller-{controller_id}", rng=random.Random(seed)
         )
@@ -66,9 +76,13 @@ class Cluster:
         result.actions = []
         return result
 
-    def call(self, body: Body) -> Reply:
-        self._correlation += 1
-        request = Request(RequestRef("test", self._correlation), type(body).__name__, body)
+    def call(self, body: Body, *, retry: bool = False) -> Reply:
+        """One request; a ``retry`` keeps the last one's correlation id, as a client's does
+        (so its decisions carry the same request id)."""
+        if not retry:
+            self._correlation += 1
+        ref = RequestRef("test", self._correlation, principal=self.principal)
+        request = Request(ref, type(body).__name__, body)
         self.last = self._apply(self.shard.handle(request, self.now))
         assert len(self.last.replies) == 1
         self.settle()
@@ -85,8 +99,8 @@ class Cluster:
             records.extend(self._apply(self.shard.fire_timers(self.now)).records)
         return records
 
-    def ok(self, body: Body) -> Any:
-        reply = self.call(body)
+    def ok(self, body: Body, *, retry: bool = False) -> Any:
+        reply = self.call(body, retry=retry)
         assert reply.error is ErrorCode.NONE, f"{reply.error.name}: {reply.message}"
         return reply.body
 
@@ -226,8 +240,9 @@ class Cluster:
         ]
 
     def record_keys(self, result: Result | None = None) -> list[object]:
+        """The keys of what ``result`` changed (its decision records left out)."""
         result = result if result is not None else self.last
-        return [r.key for r in result.records]
+        return [r.key for r in result.records if not isinstance(r.key, DecisionKey)]
 
     def check(self) -> None:
         """Invariants that hold after every event."""
@@ -243,12 +258,26 @@ class Cluster:
             if value.leader >= 0:
                 assert value.leader in value.isr, f"{name}: leader {value.leader} ∉ ISR {value.isr}"
             assert value.controller_epoch <= image.controller_epoch
+        decided: set[DecisionKey] = set()
         for record in self.log:
+            if isinstance(record.key, DecisionKey):
+                decided.add(record.key)
             if (
                 isinstance(record.key, (NodeKey, TopicKey, PartitionKey))
                 and record.value is not None
             ):
                 assert record.value.controller_epoch >= 0  # type: ignore[attr-defined]
+            if isinstance(record.value, PartitionValue):
+                # Every change names a decision written before it.
+                assert record.value.cause is not None, record.value
+                assert record.value.cause.decision in decided, record.value
+
+
+def trigger_of(log: Iterable[Record], decision: DecisionKey | None) -> Trigger:
+    """The trigger of ``decision``, from its record in ``log``."""
+    [value] = [r.value for r in log if r.key == decision]
+    assert isinstance(value, DecisionValue), value
+    return value.trigger
 
 
 def replayed(log: Iterable[Record]) -> Any:

@@ -9,11 +9,15 @@ import pytest
 
 from kafkacoord.codecs.models import (
     ControllerValue,
+    DecisionKey,
+    DecisionValue,
     NodeValue,
     PartitionValue,
     RebalanceState,
     RebalanceValue,
     TopicValue,
+    Trigger,
+    TriggerKind,
 )
 from kafkacoord.coordinator.controller.batch import Batch
 from kafkacoord.coordinator.controller.image import MetadataImage
@@ -26,12 +30,13 @@ from kafkacoord.coordinator.controller.records import (
 from kafkacoord.coordinator.controller.states import PartitionPhase
 
 EPOCH = 7
+TRIGGER = Trigger(TriggerKind.TOPIC_CREATED, principal="CN=ops", request_id="cli:1")
 
 
 def fresh() -> tuple[NodeValue, TopicValue, PartitionValue, RebalanceValue]:
     node = new_node_value(1, "inc", 1, 0, rack=None, endpoints={}, roles=())
     topic = new_topic_value("t", "id", 1, 1, created_ms=0, configs={})
-    partition = new_partition("t", 0, (1,), {1}, 0)
+    partition = new_partition("t", 0, (1,), {1}, 0, decision=DecisionKey(EPOCH, 0))
     rebalance = RebalanceValue("p", RebalanceState.RUNNING, (), (), (), 1, 1, 1, 0, 0,
                                EPOCH_FROM_BATCH)  # fmt: skip
     return node, topic, partition, rebalance
@@ -81,3 +86,18 @@ def test_a_value_of_another_controller_epoch_is_refused(method: str) -> None:
 def test_a_batch_writes_with_a_controllers_epoch() -> None:
     with pytest.raises(ValueError, match="controller's epoch"):
         Batch(MetadataImage(), -1, 10)
+
+
+def test_a_partition_value_without_a_cause_is_refused_and_a_node_takes_the_decision() -> None:
+    batch = Batch(MetadataImage(), EPOCH, 10)
+    node, _, partition, _ = fresh()
+    uncaused = dataclasses.replace(partition, cause=None)
+    with pytest.raises(ValueError, match="partition t-0 has no cause"):
+        batch.put_partition(uncaused, via=PartitionPhase.NEW)
+    with pytest.raises(ValueError, match="partition t-0 has no cause"):
+        batch.put_existing_partitions([uncaused])
+    assert batch.records == []
+    with batch.because(TRIGGER):
+        batch.put_node(node)
+    assert node.decision == DecisionKey(EPOCH, 0)
+    assert [r.value for r in batch.records[:1]] == [DecisionValue(TRIGGER, 10, EPOCH)]

@@ -77,7 +77,7 @@ def test_an_injected_failure_leaves_no_trace(case: str, monkeypatch: pytest.Monk
     assert not failed.last.records
     assert soft_state(failed) == before
     # The next request succeeds, and exactly as on a cluster that never failed.
-    assert failed.call(body).error is ErrorCode.NONE
+    assert failed.call(body, retry=True).error is ErrorCode.NONE
     assert clean.call(body).error is ErrorCode.NONE
     assert failed.log == clean.log
     assert soft_state(failed) == soft_state(clean)

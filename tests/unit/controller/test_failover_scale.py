@@ -8,7 +8,13 @@ from __future__ import annotations
 import gc
 import time
 
-from kafkacoord.codecs.models import NodeKey, PartitionKey, PartitionState, PartitionValue
+from kafkacoord.codecs.models import (
+    DecisionKey,
+    NodeKey,
+    PartitionKey,
+    PartitionState,
+    PartitionValue,
+)
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Request, RequestRef
 
@@ -44,7 +50,9 @@ def test_fencing_the_top_leader_of_100k_partitions() -> None:
         c.shard.replay(record)
         c.log.append(record)
     assert result.replies[0].error.name == "NONE"
-    assert result.records[0].key == NodeKey(top)
+    # The fencing's decision, then the node.
+    assert [type(r.key) for r in result.records[:2]] == [DecisionKey, NodeKey]
+    assert result.records[1].key == NodeKey(top)
     leaders = [r.value for r in result.records if isinstance(r.key, PartitionKey)]
     assert {(v.topic, v.partition) for v in leaders} == led  # new leaders first, alone
 

@@ -7,6 +7,8 @@ import pytest
 from kafkacoord.codecs.models import (
     ControllerKey,
     ControllerValue,
+    DecisionKey,
+    DecisionValue,
     NodeKey,
     NodeValue,
     PartitionKey,
@@ -15,6 +17,8 @@ from kafkacoord.codecs.models import (
     Reassignment,
     TopicKey,
     TopicValue,
+    Trigger,
+    TriggerKind,
 )
 from kafkacoord.coordinator.controller.image import MetadataImage
 from kafkacoord.coordinator.runtime.shard import Record
@@ -98,6 +102,21 @@ def test_controller_tombstone_keeps_the_epoch_fence() -> None:
     image.replay(Record(ControllerKey(), None))
     assert image.controller is None
     assert not image.replay(part("t", 0, (1,), (1,), 1, epoch=3))
+
+
+def decision(epoch: int, sequence: int, decided_ms: int) -> Record:
+    trigger = Trigger(TriggerKind.NODE_REGISTERED, node_id=1)
+    return Record(DecisionKey(epoch, sequence), DecisionValue(trigger, decided_ms, epoch))
+
+
+def test_decision_records_are_kept_as_their_ids_and_times() -> None:
+    image = MetadataImage()
+    image.replay(controller(2))
+    for record in (decision(2, 0, 100), decision(2, 1, 200), decision(1, 9, 50)):
+        image.replay(record)
+    assert image.decisions == {(2, 0): 100, (2, 1): 200}  # epoch 1's was fenced
+    image.replay(Record(DecisionKey(2, 0), None))
+    assert image.decisions == {(2, 1): 200}
 
 
 def test_unknown_record_type_is_an_error() -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from kafkacoord.codecs.models import NodeKey, NodeValue, PartitionState
+from kafkacoord.codecs.models import NodeKey, NodeValue, PartitionState, Trigger, TriggerKind
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Request, RequestRef
 
-from .support import START_MS, Cluster, quiet_config
+from .support import START_MS, Cluster, quiet_config, trigger_of
 
 
 def node_records(cluster: Cluster) -> list[NodeValue]:
@@ -25,8 +25,9 @@ def test_register_new_node_starts_fenced_until_its_first_heartbeat() -> None:
     assert value == NodeValue(
         node_id=1, incarnation="inc-1", node_epoch=1, fenced=True, registered_ms=START_MS,
         controller_epoch=c.shard.epoch, rack="r1", endpoints={"app": "host1:9000"},
-        shutting_down=False, roles=("coordinator",),
+        shutting_down=False, roles=("coordinator",), decision=value.decision,
     )  # fmt: skip
+    assert trigger_of(c.log, value.decision) == Trigger(TriggerKind.NODE_REGISTERED, node_id=1)
     assert c.shard.image.live_nodes() == set()
     reply = c.heartbeat(1)
     # The session it keeps for the node comes back: the node's lease runs that long.
@@ -273,8 +274,10 @@ def test_a_fencing_answers_with_the_new_leaders_then_shrinks_the_isrs_it_followe
     for record in first.records:
         c.shard.replay(record)
         c.log.append(record)
-    # The reply's batch: the node and the partition it led; t-1 it only followed.
-    assert [type(r.key).__name__ for r in first.records] == ["NodeKey", "PartitionKey"]
+    # The reply's batch: the decision, the node and the partition it led; t-1 it only
+    # followed.
+    assert [type(r.key).__name__ for r in first.records] == [
+        "DecisionKey", "NodeKey", "PartitionKey"]  # fmt: skip
     assert (c.p("t", 0).leader, c.p("t", 0).isr) == (2, (2, 3))
     assert c.p("t", 1).isr == (2, 3, 1)
     assert not c.shard.fire_timers(c.now).records  # not before the first batch is durable

@@ -11,8 +11,11 @@ from hypothesis import strategies as st
 
 from kafkacoord.codecs import decode_value, encode_value
 from kafkacoord.codecs.models import (
+    Cause,
     ControllerKey,
     ControllerValue,
+    DecisionKey,
+    DecisionValue,
     NodeKey,
     NodeValue,
     PartitionKey,
@@ -21,6 +24,8 @@ from kafkacoord.codecs.models import (
     Reassignment,
     TopicKey,
     TopicValue,
+    Trigger,
+    TriggerKind,
 )
 from kafkacoord.codecs.records import RecordType
 from kafkacoord.coordinator.controller.batch import Batch
@@ -58,8 +63,14 @@ def value(
     )  # fmt: skip
 
 
-def builder(current: PartitionValue, min_isr: int | None = None) -> PartitionChangeBuilder:
-    return PartitionChangeBuilder(current, now_ms=NOW, min_isr=min_isr)
+TRIGGER = Trigger(TriggerKind.SESSION_EXPIRED, node_id=1, heartbeat_ms=NOW - 9000)
+DECISION = DecisionKey(4, 0)  # a batch of epoch 4's first
+
+
+def builder(
+    current: PartitionValue, min_isr: int | None = None, decision: DecisionKey | None = None
+) -> PartitionChangeBuilder:
+    return PartitionChangeBuilder(current, now_ms=NOW, min_isr=min_isr, decision=decision)
 
 
 def test_a_leader_change_bumps_the_leader_and_the_partition_epoch() -> None:
@@ -241,11 +252,23 @@ def test_put_records_into_the_batch_it_was_made_for() -> None:
     current = value()
     image.replay(Record(PartitionKey("t", 0), current))
     batch = Batch(image, 4, NOW)
-    assert partition_change(batch, current).put() is current  # nothing changed: no record
-    assert batch.records == []
-    new = partition_change(batch, current).set_isr((1, 2)).put()
-    assert batch.records == [Record(PartitionKey("t", 0), new)]
+    with pytest.raises(ValueError, match="needs a cause"):
+        partition_change(batch, current)
+    with pytest.raises(ValueError, match="has no cause"):
+        batch.put_partition(dataclasses.replace(current, isr=(1,)))
+    with pytest.raises(ValueError, match="has no cause"):
+        batch.put_existing_partitions([dataclasses.replace(current, isr=(1,))])
+    with batch.because(TRIGGER):
+        assert partition_change(batch, current).put() is current  # nothing changed: no record
+        assert batch.records == []  # nor a decision record
+        new = partition_change(batch, current).set_isr((1, 2)).put()
+    assert batch.decision is None and batch.trigger is None  # the outer (none) is back
+    # The decision is written once, before the first record it explains.
+    decision = DecisionKey(4, 0)  # the batch's first
+    assert batch.records == [Record(decision, DecisionValue(TRIGGER, NOW, 4)),
+                             Record(PartitionKey("t", 0), new)]  # fmt: skip
     assert new.controller_epoch == 4  # stamped by the batch
+    assert new.cause == Cause(decision, "")
     with pytest.raises(ValueError, match="no batch"):
         builder(current).put()
 
@@ -299,10 +322,11 @@ def test_the_fencing_fast_path_builds_what_the_builder_builds(
         image.replay(Record(PartitionKey("t", v.partition), v))
     batch = Batch(image, 4, NOW, elr_min_isr=None if min_isr is None else 1)
     assert batch.live() == live
-    fence_node(batch, fenced, lambda topic: (False, unclean))
+    with batch.because(TRIGGER):
+        fence_node(batch, fenced, lambda topic: (False, unclean))
     fast = {k[1]: v for k, v in batch.pending_partitions()}
     for v in values:
-        built = builder(v, min_isr).fence_replica(fenced, live, unclean=unclean).build()
+        built = builder(v, min_isr, DECISION).fence_replica(fenced, live, unclean=unclean).build()
         if built is None:
             assert v.partition not in fast, v
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kafkacoord.codecs.models import RebalanceKey, RebalanceState, RebalanceValue
+from kafkacoord.codecs.models import PartitionKey, RebalanceState, RebalanceValue
 from kafkacoord.coordinator.controller.config import InternalTopicSpec
 from kafkacoord.coordinator.controller.planner import plan_rebalance
 from kafkacoord.coordinator.controller.rebalance_execution import nodes_of
@@ -153,7 +153,7 @@ def test_an_order_only_move_is_one_record_and_moves_the_leader() -> None:
     body = api.StartRebalance(proposal_id="lead", moves=[api.RebalanceMoveBody(
         topic="t", partition=0, original_replicas=[1, 2], target_replicas=[2, 1])])  # fmt: skip
     assert c.ok(body).state == "RUNNING"
-    partition_records = [r for r in c.last.records if not isinstance(r.key, RebalanceKey)]
+    partition_records = [r for r in c.last.records if isinstance(r.key, PartitionKey)]
     assert len(partition_records) == 1
     assert (c.p("t").replicas, c.p("t").leader) == ((2, 1), 2)
     assert rebalance(c).state is RebalanceState.COMPLETED

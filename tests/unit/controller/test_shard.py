@@ -9,6 +9,7 @@ import pytest
 from kafkacoord.codecs.models import (
     ControllerKey,
     ControllerValue,
+    DecisionKey,
     NodeKey,
     NodeValue,
     PartitionKey,
@@ -156,9 +157,11 @@ def test_a_new_controller_finishes_a_partly_written_fencing() -> None:
     c.add_nodes([1, 2, 3])
     c.create("t", assignment={0: [1, 2, 3], 1: [2, 1, 3]})
     c.ok(api.FenceNode(node_id=1))
-    # Only the node record made it to the log.
+    # Only the node record made it to the log, with the decision record before it.
     node_record = next(r for r in c.last.records if isinstance(r.key, NodeKey))
-    c.log = [r for r in c.log if r not in c.last.records] + [node_record]
+    cut = c.log.index(node_record)
+    assert isinstance(c.log[cut - 1].key, DecisionKey)
+    c.log = c.log[: cut + 1]
     successor = c.failover()
     assert successor.p("t", 0).leader == 2
     assert successor.p("t", 1).isr == (2, 3)

@@ -7,7 +7,13 @@ from itertools import product
 
 import pytest
 
-from kafkacoord.codecs.models import PartitionState, PartitionValue, Reassignment
+from kafkacoord.codecs.models import (
+    Cause,
+    DecisionKey,
+    PartitionState,
+    PartitionValue,
+    Reassignment,
+)
 from kafkacoord.coordinator.controller.batch import Batch
 from kafkacoord.coordinator.controller.image import MetadataImage
 from kafkacoord.coordinator.controller.states import (
@@ -143,6 +149,9 @@ def test_prune_drops_states_the_record_agrees_with() -> None:
     assert not machine.has_explicit()
 
 
+CAUSE = Cause(DecisionKey(0, 0))
+
+
 def test_batch_rejects_invalid_partition_transitions(caplog: pytest.LogCaptureFixture) -> None:
     from kafkacoord.codecs.models import PartitionKey
 
@@ -153,15 +162,19 @@ def test_batch_rejects_invalid_partition_transitions(caplog: pytest.LogCaptureFi
         # Online -> NonExistent is not allowed: a partition goes offline first.
         assert not batch.delete_partition("t", 0)
         # NonExistent -> Online skips New.
-        fresh = PartitionValue("t", 1, PartitionState.ONLINE, (1,), (1,), 1, 0, 0, 0, 0)
+        fresh = PartitionValue(
+            "t", 1, PartitionState.ONLINE, (1,), (1,), 1, 0, 0, 0, 0, cause=CAUSE
+        )
         assert not batch.put_partition(fresh)
     assert batch.records == []
     assert caplog.text.count("invalid partition state transition") == 2
     # Through New it is fine, and a partition created NEW may stay NEW.
     assert batch.put_partition(fresh, via=P.NEW)
-    created_new = PartitionValue("t", 2, PartitionState.NEW, (1,), (), -1, 0, 0, 0, 0)
+    created_new = PartitionValue("t", 2, PartitionState.NEW, (1,), (), -1, 0, 0, 0, 0, cause=CAUSE)
     assert batch.put_partition(created_new, via=P.NEW)
-    offline = PartitionValue("t", 0, PartitionState.OFFLINE, (1, 2, 3), (1, 2, 3), -1, 1, 1, 0, 0)
+    offline = PartitionValue(
+        "t", 0, PartitionState.OFFLINE, (1, 2, 3), (1, 2, 3), -1, 1, 1, 0, 0, cause=CAUSE
+    )
     assert batch.put_partition(offline)
     assert batch.delete_partition("t", 0)
     assert len(batch.records) == 4

@@ -253,3 +253,12 @@ def test_refusals_are_exported_by_api_and_reason() -> None:
     # The older metric, by error code, still counts the same refusals.
     assert value("kafkacoord_request_rejects_total", {"error": "INVALID_REQUEST"}) == 2
     assert value("kafkacoord_request_rejects_total", {"error": "NOT_COORDINATOR"}) == 1
+
+
+def test_a_controller_request_carries_its_connection_s_principal() -> None:
+    # The controller records it in the cause of what an admin request decides.
+    routed, conn = Routed(), FakeConnection(principal="CN=alice,O=ops")
+    routed.dispatcher()([frame("FenceNode", c.FenceNode(node_id=3), cid=9)], conn)  # type: ignore[arg-type]
+    [request] = routed.controller
+    assert (request.ref.principal, request.ref.client_id, request.ref.correlation_id) == (
+        "CN=alice,O=ops", "test", 9)  # fmt: skip
