@@ -156,6 +156,12 @@ class Settings(BaseSettings):
         description="KIP-966 eligible leader replicas (Kafka's eligible.leader.replicas.version): "
         "replicas leaving an ISR below min ISR stay eligible to lead cleanly.",
     )
+    decision_retention_ms: int = Field(
+        7 * 24 * 3600 * 1000,
+        ge=0,
+        description="How long the metadata log keeps a decision's record (its trigger), which "
+        "explain reads; 0 keeps them for ever.",
+    )
     max_concurrent_reassignments: int = Field(
         100, ge=1, description="Partitions moving at once; more are queued."
     )
@@ -386,6 +392,7 @@ class Settings(BaseSettings):
             unclean_leader_election_enable=self.unclean_leader_election_enable,
             default_min_insync_replicas=self.min_insync_replicas,
             eligible_leader_replicas_enable=self.eligible_leader_replicas_enable,
+            decision_retention_ms=self.decision_retention_ms,
             default_num_partitions=self.num_partitions,
             default_replication_factor=self.default_replication_factor,
             # The group-coordinator shards: one logical partition per __kc_offsets partition.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from confluent_kafka import Consumer, Message
 
@@ -63,7 +64,7 @@ def read_log(
         )  # fmt: skip
         try:
             for message in _messages(consumer, topic, partition, read.next_offset or BEGINNING):
-                offset, (_, timestamp_ms) = message.offset(), message.timestamp()
+                offset, (_, timestamp_ms) = cast(int, message.offset()), message.timestamp()
                 if read.first_timestamp_ms is None:
                     read.first_timestamp_ms = timestamp_ms
                 if until_ms is not None and timestamp_ms > until_ms:

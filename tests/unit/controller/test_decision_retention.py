@@ -3,6 +3,8 @@ time, and the image forgets them; younger ones stay."""
 
 from __future__ import annotations
 
+import pytest
+
 from kafkacoord.codecs.models import DecisionKey
 from kafkacoord.coordinator.controller.batch import Batch
 from kafkacoord.coordinator.controller.decision_retention import (
@@ -42,3 +44,11 @@ def test_a_run_tombstones_at_most_its_limit_oldest_first() -> None:
     assert all(r.value is None for r in batch.records)
     young = Batch(image, c.shard.epoch, c.now)
     assert not expire_decisions(young, retention_ms=10**9) and young.records == []
+
+
+def test_the_server_setting_reaches_the_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafkacoord.server.settings import Settings
+
+    assert Settings().controller_config().decision_retention_ms == 7 * 24 * 3600 * 1000
+    monkeypatch.setenv("KAFKACOORD_DECISION_RETENTION_MS", "0")
+    assert Settings().controller_config().decision_retention_ms == 0
