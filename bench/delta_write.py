@@ -3,9 +3,10 @@
 Three writers of the same keyed table (``offset_commits``' columns, ``--keys``
 rows), given the same batches, in turns (the order rotates each round):
 
-- ``warehouse``: today's store (:mod:`kafkacoord.spark.warehouse`): the batch is
-  appended as one Parquet file; its compactor then merges files, timed apart
-  (in the job it runs off the batch path, but on the same cores)
+- ``warehouse``: the hand-made Parquet store the views ran on before Delta
+  (``parquet_warehouse.py``, the bench's baseline): the batch is appended as one
+  Parquet file; its compactor then merges files, timed apart (in the job it ran
+  off the batch path, but on the same cores)
 - ``deltalake``: delta-rs, from the driver: ``DeltaTable.merge`` (update, delete
   on tombstone, insert), copy-on-write
 - ``delta_spark``: delta-spark in a local Spark session: ``DeltaTable.merge``
@@ -42,11 +43,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from benchlib import log
+from parquet_warehouse import ParquetWarehouse
 
 from kafkacoord.spark import tables
-from kafkacoord.spark.warehouse import Warehouse
-from kafkacoord.spark.warehouse.compactor import Compactor
-from kafkacoord.spark.warehouse.store import DELETED, KEY
+from kafkacoord.spark.warehouse import DELETED, KEY
+from kafkacoord.spark.warehouse.maintenance import Maintenance
 
 TABLE = "offset_commits"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -98,8 +99,8 @@ class Current:
 
     def __init__(self, root: Path, initial: pa.Table) -> None:
         self.schema = tables.schemas()[TABLE]
-        self.wh = Warehouse(root)
-        self.compactor = Compactor(self.wh, {TABLE: self.schema})
+        self.wh = ParquetWarehouse(root)
+        self.compactor = Maintenance(self.wh, {TABLE: self.schema})  # type: ignore[arg-type]
         self.batch = 0
         self.apply(initial)
         self.compact()

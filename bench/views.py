@@ -23,9 +23,10 @@ offsets from fetches and needs no such care). Records in the freshness load go
 one per batch for the same reason.
 
 Each source runs on both warehouses (``--warehouses parquet,delta``): the
-hand-made Parquet one (keyed ``python``, ``connector``) and Delta Lake tables
-(``python_delta``, ``connector_delta``), with ``tables_bytes``, the large
-state's tables on disk (Delta's before any vacuum).
+views' Delta Lake tables (keyed ``python_delta``, ``connector_delta``) and, as
+the baseline, the hand-made Parquet warehouse they replaced
+(``parquet_warehouse.py``; keyed ``python``, ``connector``), with
+``tables_bytes``, the large state's tables on disk (Delta's before any vacuum).
 
 The last stdout line is JSON, naming the broker. Progress goes to stderr.
 """
@@ -51,6 +52,7 @@ from typing import Any
 import structlog
 from benchlib import BROKERS, broker_for, log
 from confluent_kafka import Message, Producer
+from parquet_warehouse import ParquetWarehouse
 
 from kafkacoord.codecs import encode_key, encode_value
 from kafkacoord.codecs.models import (
@@ -188,8 +190,17 @@ def write_dataset(bootstrap: str, data: Dataset) -> None:
     data.records = count
 
 
+# Warehouse directories the baseline (the Parquet warehouse) runs in; the rest are Delta.
+BASELINE_DIRS: set[Path] = set()
+
+
+def warehouse_of(config: Any) -> ParquetWarehouse | None:
+    """The baseline's store for its directories; None: the job's own (Delta) warehouse."""
+    return ParquetWarehouse(config.warehouse) if config.warehouse in BASELINE_DIRS else None
+
+
 def raw_rate(spark: Any, config: Any, data: Dataset, workdir: Path) -> float:
-    checkpoint = workdir / f"raw-{config.source.value}-{config.delta}-{data.topics.prefix}"
+    checkpoint = workdir / f"raw-{config.warehouse.name}"
     query = (
         config.stream(spark)
         .writeStream.format("noop")
@@ -209,7 +220,7 @@ def raw_rate(spark: Any, config: Any, data: Dataset, workdir: Path) -> float:
 def view_job(spark: Any, config: Any, on_phase: Any = None) -> Iterator[Any]:
     from kafkacoord.spark.run import ViewJob
 
-    job = ViewJob(spark, config, on_phase=on_phase)
+    job = ViewJob(spark, config, on_phase=on_phase, warehouse=warehouse_of(config))
     job.start()
     try:
         yield job
@@ -222,7 +233,7 @@ def build_views(spark: Any, config: Any, data: Dataset) -> float:
     from kafkacoord.spark.run import run
 
     started = time.perf_counter()
-    job = run(spark, config)
+    job = run(spark, config, warehouse=warehouse_of(config))
     elapsed = time.perf_counter() - started
     rows = sum(p["numInputRows"] for p in job.query.recentProgress)
     assert rows == data.records, f"the view job read {rows} records, {data.records} were written"
@@ -409,8 +420,10 @@ def run_bench(bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[s
             def config(data: Dataset, source: Source = source, delta: bool = delta,
                        **extra: Any) -> RunConfig:  # fmt: skip
                 warehouse = workdir / f"wh-{source.value}-{delta}-{data.topics.prefix}"
+                if not delta:
+                    BASELINE_DIRS.add(warehouse)
                 return RunConfig(bootstrap, warehouse, prefix=data.topics.prefix, source=source,
-                                 delta=delta, **extra)  # fmt: skip
+                                 **extra)  # fmt: skip
 
             name = f"{source.value}_delta" if delta else source.value
             log(f"source {source.value}, {kind} warehouse")
@@ -449,7 +462,8 @@ def main() -> None:
     parser.add_argument(
         "--warehouses",
         default="parquet,delta",
-        help="comma-separated: parquet (the hand-made warehouse), delta (Delta Lake tables)",
+        help="comma-separated: delta (the views' Delta tables), parquet (the old hand-made "
+        "warehouse, the baseline)",
     )
     parser.add_argument("--workdir", type=Path, help="keep warehouses here (default: a temp dir)")
     args = parser.parse_args()

@@ -362,9 +362,9 @@ def lag_series(
 
 def warehouse_version(warehouse: Path) -> int:
     """The views warehouse's manifest version: what it holds changes only with it."""
-    from kafkacoord.spark.warehouse import open_warehouse  # only with the spark extra
+    from kafkacoord.spark.warehouse import Warehouse  # only with the spark extra
 
-    return open_warehouse(warehouse).manifest().version
+    return Warehouse(warehouse).manifest().version
 
 
 def warehouse_lag(

@@ -108,10 +108,6 @@ def run(
             "spark-avro (jars resolved from Maven Central). Same views; one per checkpoint."
         ),
     ] = SourceName.python,
-    delta: Annotated[
-        bool,
-        typer.Option(help="Write the tables as Delta Lake tables (delta-rs) in a new warehouse."),
-    ] = False,
 ) -> None:
     """Fold the internal topics into the warehouse views, continuously or once."""
     from .fold_layout import FoldLayoutError
@@ -152,7 +148,6 @@ def run(
         lag_history_resolution_s=lag_history_resolution,
         checkpoint=checkpoint,
         source=Source(source.value),
-        delta=delta,
     )
     spark = spark_session(master, state_partitions=state_partitions, jars=jars)
     try:
@@ -207,9 +202,9 @@ def show(
 def list_views(warehouse: WarehouseOption = Path("warehouse")) -> None:
     """The views and how many rows each has now."""
     from .views import VIEWS, Snapshot, read_view
-    from .warehouse import open_warehouse
+    from .warehouse import Warehouse
 
-    snapshot = Snapshot.of(open_warehouse(warehouse))
+    snapshot = Snapshot.of(Warehouse(warehouse))
     for name in VIEWS:
         rows = read_view(warehouse, name, snapshot=snapshot).num_rows
         typer.echo(f"{name:20} {rows}")

@@ -14,7 +14,7 @@ from typing import Final
 
 import pyarrow as pa
 
-from .warehouse.store import DELETED, KEY
+from .warehouse.rows import DELETED, KEY
 
 TP = tuple[str, int]
 LAG_SAMPLES: Final = "lag_samples"

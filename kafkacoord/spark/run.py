@@ -1,4 +1,4 @@
-"""Run the view job: the streaming fold, its compactor and the end-offset sampler."""
+"""Run the view job: the streaming fold, table maintenance and the end-offset sampler."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from .sampler import EndOffsetSampler
 from .source import FORMAT
 from .tables import schemas
 from .views.base import DEFAULT_IMBALANCE_PERCENT, DEFAULT_RETENTION_MS
-from .warehouse import DeltaWarehouse, Store, Warehouse
-from .warehouse.compactor import Compactor
+from .warehouse import Warehouse
+from .warehouse.maintenance import Maintenance
 from .writer import Phase, ViewWriter, committed_partitions
 
 log = structlog.get_logger(__name__)
@@ -56,8 +56,6 @@ class RunConfig:
     source: Source = Source.PYTHON
     # Java Kafka client settings of the connector source (kafka.<setting> options).
     connector_kafka: dict[str, str] = field(default_factory=dict)
-    # The tables' format: Delta tables (delta-rs), or the Parquet warehouse it replaces.
-    delta: bool = False
 
     @property
     def checkpoint_location(self) -> str:
@@ -98,13 +96,19 @@ class RunConfig:
 class ViewJob:
     """One running view job; ``start`` then ``await_termination`` or ``stop``."""
 
-    def __init__(self, spark: SparkSession, config: RunConfig, *, on_phase: Phase | None = None):
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: RunConfig,
+        *,
+        on_phase: Phase | None = None,
+        warehouse: Warehouse | None = None,
+    ):
         self.spark = spark
         self.config = config
-        self.warehouse: Store = (
-            DeltaWarehouse(config.warehouse) if config.delta else Warehouse(config.warehouse)
-        )
-        self.compactor = Compactor(self.warehouse, schemas())
+        # ``warehouse``: another object with the Warehouse interface (bench/'s baseline).
+        self.warehouse = warehouse or Warehouse(config.warehouse)
+        self.maintenance = Maintenance(self.warehouse, schemas())
         self.sampler: EndOffsetSampler | None = None
         self.writer = ViewWriter(
             self.warehouse,
@@ -118,7 +122,7 @@ class ViewJob:
     def _committed(self, commits: Any) -> None:
         if self.sampler is not None:
             self.sampler.watch(committed_partitions(commits))
-        self.compactor.notify()
+        self.maintenance.notify()
 
     def start(self) -> StreamingQuery:
         config = self.config
@@ -148,7 +152,7 @@ class ViewJob:
         else:
             writer = writer.trigger(processingTime=config.trigger)
             self.sampler.start()
-            self.compactor.start()
+            self.maintenance.start()
         self.query = writer.start()
         log.info(
             "view job started",
@@ -168,19 +172,25 @@ class ViewJob:
         """After an available-now run: fresh end offsets and a compact warehouse."""
         if self.sampler is not None:
             self.sampler.sample()
-        self.compactor.run_once()
+        self.maintenance.run_once()
 
     def stop(self) -> None:
         if self.query is not None and self.query.isActive:
             self.query.stop()
-        self.compactor.stop()
+        self.maintenance.stop()
         if self.sampler is not None:
             self.sampler.stop()
 
 
-def run(spark: SparkSession, config: RunConfig, *, on_phase: Phase | None = None) -> ViewJob:
+def run(
+    spark: SparkSession,
+    config: RunConfig,
+    *,
+    on_phase: Phase | None = None,
+    warehouse: Warehouse | None = None,
+) -> ViewJob:
     """Run to the end (available-now) or until interrupted; returns the finished job."""
-    job = ViewJob(spark, config, on_phase=on_phase)
+    job = ViewJob(spark, config, on_phase=on_phase, warehouse=warehouse)
     job.start()
     try:
         job.await_termination()

@@ -26,8 +26,8 @@ from .lag_history import RETAIN_MS as LAG_RETAIN_MS
 from .tables import END_OFFSETS, schemas
 from .views.base import Context, Snapshot
 from .views.offsets import visible_offsets
-from .warehouse import Store
-from .warehouse.store import DELETED, KEY
+from .warehouse import Warehouse
+from .warehouse.rows import DELETED, KEY
 
 log = structlog.get_logger(__name__)
 
@@ -39,7 +39,7 @@ MAX_SAMPLES: Final = 256
 class EndOffsetSampler:
     def __init__(
         self,
-        warehouse: Store,
+        warehouse: Warehouse,
         bootstrap: str,
         *,
         kafka: Mapping[str, str] | None = None,

@@ -25,7 +25,7 @@ from .avro import record_fields, struct_column
 from .lag_history import LAG_SAMPLES
 from .lag_history import SCHEMA as LAG_SAMPLES_SCHEMA
 from .source.options import Role
-from .warehouse.store import DELETED, KEY
+from .warehouse.rows import DELETED, KEY
 
 RECORD_TABLES: Final[dict[RecordType, str]] = {
     RecordType.CONTROLLER: "controller",

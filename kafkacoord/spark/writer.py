@@ -18,7 +18,7 @@ import structlog
 from pyspark.sql import DataFrame
 
 from . import tables
-from .warehouse import AlreadyAppliedError, Store
+from .warehouse import AlreadyAppliedError, Warehouse
 
 log = structlog.get_logger(__name__)
 
@@ -30,7 +30,7 @@ class ViewWriter:
 
     def __init__(
         self,
-        warehouse: Store,
+        warehouse: Warehouse,
         *,
         query: str = "fold",
         settings: Mapping[str, Any] | None = None,

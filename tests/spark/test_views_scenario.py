@@ -17,16 +17,15 @@ from .support import append, internal_topics, load_cache, record
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
-@pytest.mark.parametrize("delta", [False, True], ids=["parquet", "delta"])
 def test_views_equal_the_cache_row_for_row_and_batches_write_only_the_change(
-    spark: SparkSession, bootstrap: str, prefix: str, tmp_path: Path, delta: bool
+    spark: SparkSession, bootstrap: str, prefix: str, tmp_path: Path
 ) -> None:
     topics = internal_topics(bootstrap, prefix, OFFSETS_PARTITIONS)
     scenario = build(topics, f"{prefix}orders", now_ms())
     write_scenario(bootstrap, scenario)
     warehouse = tmp_path / "warehouse"
     config = RunConfig(bootstrap, warehouse, prefix=prefix, available_now=True,
-                       max_records_per_batch=9, retention_ms=RETENTION_MS, delta=delta)  # fmt: skip
+                       max_records_per_batch=9, retention_ms=RETENTION_MS)  # fmt: skip
 
     job = run(spark, config)
     total = len(scenario.metadata) + len(scenario.offsets)

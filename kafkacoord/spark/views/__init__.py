@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from ..warehouse import DeltaWarehouse, Store, Warehouse, open_warehouse
+from ..warehouse import Warehouse
 from .base import Context, Snapshot, View
 from .cluster import (
     BROKERS,
@@ -56,7 +56,7 @@ class UnknownViewError(KeyError):
 
 
 def read_view(
-    warehouse: Store | Path | str,
+    warehouse: Warehouse | Path | str,
     name: str,
     *,
     now_ms: int | None = None,
@@ -67,11 +67,7 @@ def read_view(
     if name not in VIEWS:
         raise UnknownViewError(name)
     if snapshot is None:
-        store = (
-            warehouse
-            if isinstance(warehouse, Warehouse | DeltaWarehouse)
-            else open_warehouse(warehouse)
-        )
+        store = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse)
         snapshot = Snapshot.of(store)
     view, _ = VIEWS[name]
     return view(snapshot, Context.of(snapshot.manifest.settings, now_ms, **settings))

@@ -11,7 +11,7 @@ import pandas as pd  # type: ignore[import-untyped]
 import pyarrow as pa
 
 from ..tables import schemas as table_schemas
-from ..warehouse import Manifest, Store
+from ..warehouse import Manifest, Warehouse
 
 DEFAULT_RETENTION_MS: Final = 7 * 24 * 3600 * 1000  # offsets.retention.minutes=10080
 DEFAULT_IMBALANCE_PERCENT: Final = 10.0  # leader.imbalance.per.broker.percentage
@@ -44,13 +44,13 @@ class Context:
 class Snapshot:
     """The tables as of one manifest version, each read at most once."""
 
-    warehouse: Store
+    warehouse: Warehouse
     manifest: Manifest
     _tables: dict[str, pa.Table] = field(default_factory=dict)
     _frames: dict[tuple[str, tuple[str, ...] | None], pd.DataFrame] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, warehouse: Store) -> Snapshot:
+    def of(cls, warehouse: Warehouse) -> Snapshot:
         return cls(warehouse, warehouse.manifest())
 
     def table(self, name: str) -> pa.Table:

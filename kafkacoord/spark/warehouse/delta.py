@@ -14,25 +14,55 @@ Compaction is Delta's ``optimize``; unreferenced files go with ``vacuum``.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 from deltalake import DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import CommitProperties
 
-from .manifest import Manifest
-from .store import DELETED, KEY, TABLES_DIR, AlreadyAppliedError, conform
+from .rows import DELETED, KEY, AlreadyAppliedError, conform
 
+TABLES_DIR: Final = "tables"
 SNAPSHOT: Final = "_snapshot"
 SNAPSHOT_VACUUM_EVERY: Final = 100
 # Optimize a table once a batch has left it with this many files.
 MAX_FILES: Final = 16
 _SNAPSHOT_SCHEMA: Final = pa.schema([("version", pa.int64()), ("manifest", pa.string())])
+
+
+@dataclass(slots=True)
+class Manifest:
+    """One published batch: the row of ``_snapshot``."""
+
+    version: int = 0
+    written_ms: int = 0
+    # Last micro-batch applied per streaming query: a replayed batch is skipped.
+    batches: dict[str, int] = field(default_factory=dict)
+    # What views are evaluated with (the job's settings).
+    settings: dict[str, Any] = field(default_factory=dict)
+    # Each table's Delta version as of this batch.
+    versions: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Manifest:
+        data = json.loads(text)
+        return cls(
+            version=int(data["version"]),
+            written_ms=int(data["written_ms"]),
+            batches={q: int(b) for q, b in data["batches"].items()},
+            settings=dict(data.get("settings", {})),
+            versions={t: int(v) for t, v in data.get("versions", {}).items()},
+        )
 
 
 def delta_schema(schema: pa.Schema) -> pa.Schema:
@@ -50,8 +80,8 @@ def _quoted(name: str) -> str:
     return f'"{name}"'  # columns such as "group" and "offset" are SQL keywords
 
 
-class DeltaWarehouse:
-    """Same interface as :class:`~.store.Warehouse`; one process writes, any number read."""
+class Warehouse:
+    """The views' warehouse directory; one process writes, any number read."""
 
     def __init__(self, root: Path | str, *, retain_hours: float = 1.0) -> None:
         self.root = Path(root)
@@ -59,7 +89,8 @@ class DeltaWarehouse:
         self.retain_hours = retain_hours
         self._lock = threading.Lock()
 
-    def _path(self, table: str) -> str:
+    def path(self, table: str) -> str:
+        """Where ``table``'s Delta table lives (for any Delta reader)."""
         return str(self.root / TABLES_DIR / table)
 
     # -- reading -----------------------------------------------------------------
@@ -82,7 +113,7 @@ class DeltaWarehouse:
         version = current.versions.get(table)
         if version is None:
             return schema.empty_table()
-        data = DeltaTable(self._path(table), version=version).to_pyarrow_dataset().to_table()
+        data = DeltaTable(self.path(table), version=version).to_pyarrow_dataset().to_table()
         return conform(data, schema)
 
     # -- writing -----------------------------------------------------------------
@@ -100,7 +131,7 @@ class DeltaWarehouse:
     ) -> Manifest:
         """Merge ``changes`` (rows with ``_key`` and ``_deleted``), overwrite ``replace``,
         then publish the batch; a batch already published raises
-        :class:`~.store.AlreadyAppliedError` with nothing written."""
+        :class:`~.rows.AlreadyAppliedError` with nothing written."""
         with self._lock:
             current = self.manifest()
             if query is not None and batch is not None and current.batches.get(query, -1) >= batch:
@@ -118,8 +149,8 @@ class DeltaWarehouse:
                     )
             for name, rows in (replace or {}).items():
                 data = conform(rows, delta_schema(schemas[name]))
-                write_deltalake(self._path(name), data, mode="overwrite", schema_mode="overwrite")
-                versions[name] = DeltaTable(self._path(name)).version()
+                write_deltalake(self.path(name), data, mode="overwrite", schema_mode="overwrite")
+                versions[name] = DeltaTable(self.path(name)).version()
             batches = dict(current.batches)
             if query is not None and batch is not None:
                 batches[query] = batch
@@ -144,9 +175,9 @@ class DeltaWarehouse:
 
     def _table(self, name: str, schema: pa.Schema) -> DeltaTable:
         try:
-            return DeltaTable(self._path(name))
+            return DeltaTable(self.path(name))
         except TableNotFoundError:
-            return DeltaTable.create(self._path(name), schema=delta_schema(schema))
+            return DeltaTable.create(self.path(name), schema=delta_schema(schema))
 
     def _merge(
         self,
@@ -187,7 +218,7 @@ class DeltaWarehouse:
     def compact(self, table: str, schema: pa.Schema, *, full: bool = False) -> bool:
         """Delta's optimize (then vacuum) when the table has many files; True if it ran."""
         try:
-            delta = DeltaTable(self._path(table))
+            delta = DeltaTable(self.path(table))
         except TableNotFoundError:
             return False
         if len(delta.file_uris()) <= (1 if full else MAX_FILES):
@@ -205,7 +236,7 @@ class DeltaWarehouse:
 
     def vacuum(self, table: str) -> int:
         """Delete files no version within ``retain_hours`` needs; returns how many."""
-        path = self.root / SNAPSHOT if table == SNAPSHOT else Path(self._path(table))
+        path = self.root / SNAPSHOT if table == SNAPSHOT else Path(self.path(table))
         try:
             delta = DeltaTable(str(path))
         except TableNotFoundError:
@@ -218,6 +249,7 @@ class DeltaWarehouse:
         return len(removed)
 
     def remove_orphans(self) -> int:
-        """A crash leaves no visible half-batch: unpublished table commits are replayed
-        and skipped by their transaction ids, and stray files go with ``vacuum``."""
+        """Nothing to remove: a crash leaves no visible half-batch (unpublished table
+        commits are replayed and skipped by their transaction ids; stray files go with
+        ``vacuum``). Kept so the job treats every warehouse alike (the bench's baseline)."""
         return 0

@@ -1,4 +1,4 @@
-"""The Delta warehouse: upserts and deletes by key, replay protection, snapshots, optimize."""
+"""The Delta tables: upserts and deletes by key, replay protection, snapshots, optimize."""
 
 from __future__ import annotations
 
@@ -8,15 +8,29 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from kafkacoord.spark.warehouse import AlreadyAppliedError
-from kafkacoord.spark.warehouse.delta import MAX_FILES, DeltaWarehouse
+from kafkacoord.spark.warehouse import DELETED, KEY, AlreadyAppliedError, Warehouse
+from kafkacoord.spark.warehouse.delta import MAX_FILES
 
-from .test_store import SCHEMA, SCHEMAS, rows
+SCHEMA = pa.schema([("name", pa.string()), ("value", pa.int64())])
+SCHEMAS = {"t": SCHEMA}
+
+
+def rows(*items: tuple[str, int | None]) -> pa.Table:
+    """Upserts (value given) and deletes (value None) keyed by name."""
+    return pa.table(
+        {
+            KEY: pa.array([n.encode() for n, _ in items], pa.binary()),
+            DELETED: pa.array([v is None for _, v in items], pa.bool_()),
+            "name": pa.array([n for n, _ in items], pa.string()),
+            "value": pa.array([v for _, v in items], pa.int64()),
+        }
+    )
+
 
 TS_SCHEMA = pa.schema([("name", pa.string()), ("at", pa.timestamp("ms", tz="UTC"))])
 
 
-def state(wh: DeltaWarehouse, **kwargs: object) -> dict[str, int]:
+def state(wh: Warehouse, **kwargs: object) -> dict[str, int]:
     table = wh.read("t", SCHEMA, **kwargs)  # type: ignore[arg-type]
     return dict(
         zip(table.column("name").to_pylist(), table.column("value").to_pylist(), strict=True)
@@ -24,7 +38,7 @@ def state(wh: DeltaWarehouse, **kwargs: object) -> dict[str, int]:
 
 
 def test_newest_row_wins_and_deletes_remove(tmp_path: Path) -> None:
-    wh = DeltaWarehouse(tmp_path)
+    wh = Warehouse(tmp_path)
     assert state(wh) == {}
     wh.commit({"t": rows(("a", 1), ("b", 2))}, SCHEMAS, query="q", batch=0)
     wh.commit({"t": rows(("a", 10), ("c", 3))}, SCHEMAS, query="q", batch=1)
@@ -38,7 +52,7 @@ def test_newest_row_wins_and_deletes_remove(tmp_path: Path) -> None:
 
 
 def test_a_replayed_batch_writes_nothing(tmp_path: Path) -> None:
-    wh = DeltaWarehouse(tmp_path)
+    wh = Warehouse(tmp_path)
     wh.commit({"t": rows(("a", 1))}, SCHEMAS, query="q", batch=5)
     version = DeltaTable(str(tmp_path / "tables" / "t")).version()
     with pytest.raises(AlreadyAppliedError):
@@ -50,7 +64,7 @@ def test_a_replayed_batch_writes_nothing(tmp_path: Path) -> None:
 def test_a_crash_before_publish_hides_the_batch_and_its_replay_skips_written_tables(
     tmp_path: Path,
 ) -> None:
-    wh = DeltaWarehouse(tmp_path)
+    wh = Warehouse(tmp_path)
     wh.commit({"t": rows(("a", 1))}, SCHEMAS, query="q", batch=0)
 
     def crash() -> None:
@@ -69,7 +83,7 @@ def test_a_crash_before_publish_hides_the_batch_and_its_replay_skips_written_tab
 
 
 def test_an_older_snapshot_reads_the_tables_as_they_were(tmp_path: Path) -> None:
-    wh = DeltaWarehouse(tmp_path)
+    wh = Warehouse(tmp_path)
     wh.commit({"t": rows(("a", 1))}, SCHEMAS, query="q", batch=0, settings={"window": 10})
     first = wh.manifest()
     wh.commit({"t": rows(("a", 2), ("b", 3))}, SCHEMAS, query="q", batch=1)
@@ -81,7 +95,7 @@ def test_an_older_snapshot_reads_the_tables_as_they_were(tmp_path: Path) -> None
 
 
 def test_whole_table_replacement_and_timestamps(tmp_path: Path) -> None:
-    wh = DeltaWarehouse(tmp_path)
+    wh = Warehouse(tmp_path)
     wh.commit({"t": rows(("a", 1))}, SCHEMAS)
     wh.commit({}, SCHEMAS, replace={"t": rows(("z", 26))})
     assert state(wh) == {"z": 26}
@@ -93,7 +107,7 @@ def test_whole_table_replacement_and_timestamps(tmp_path: Path) -> None:
 
 
 def test_optimize_merges_files_and_pandas_reads_the_table(tmp_path: Path) -> None:
-    wh = DeltaWarehouse(tmp_path, retain_hours=0)
+    wh = Warehouse(tmp_path, retain_hours=0)
     expected = {}
     for batch in range(MAX_FILES + 2):  # each insert-only merge adds a file
         wh.commit({"t": rows((f"k{batch}", batch))}, SCHEMAS, query="q", batch=batch)
