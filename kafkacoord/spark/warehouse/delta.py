@@ -126,12 +126,13 @@ class Warehouse:
         query: str | None = None,
         batch: int | None = None,
         replace: Mapping[str, pa.Table] | None = None,
+        append: Mapping[str, pa.Table] | None = None,
         settings: Mapping[str, object] | None = None,
         before_publish: Callable[[], None] | None = None,
     ) -> Manifest:
         """Merge ``changes`` (rows with ``_key`` and ``_deleted``), overwrite ``replace``,
-        then publish the batch; a batch already published raises
-        :class:`~.rows.AlreadyAppliedError` with nothing written."""
+        append ``append`` (history: rows never change), then publish the batch; a batch
+        already published raises :class:`~.rows.AlreadyAppliedError` with nothing written."""
         with self._lock:
             current = self.manifest()
             if query is not None and batch is not None and current.batches.get(query, -1) >= batch:
@@ -147,6 +148,10 @@ class Warehouse:
                     versions[name] = self._merge(
                         name, rows, schemas[name], query=query, batch=batch, txn=txn
                     )
+            for name, rows in (append or {}).items():
+                if rows.num_rows:
+                    versions[name] = self._append(name, rows, schemas[name], batch=batch,
+                                                  query=query, txn=txn)  # fmt: skip
             for name, rows in (replace or {}).items():
                 data = conform(rows, delta_schema(schemas[name]))
                 write_deltalake(self.path(name), data, mode="overwrite", schema_mode="overwrite")
@@ -211,6 +216,26 @@ class Warehouse:
             .when_not_matched_insert(updates=values, predicate=f"NOT {deleted}")
             .execute()
         )
+        return table.version()
+
+    def _append(
+        self,
+        name: str,
+        rows: pa.Table,
+        schema: pa.Schema,
+        *,
+        query: str | None,
+        batch: int | None,
+        txn: CommitProperties | None,
+    ) -> int:
+        table = self._table(name, schema)
+        if query is not None and batch is not None:
+            done = table.transaction_version(query)
+            if done is not None and done >= batch:
+                return table.version()  # written before a crash, not yet published
+        write_deltalake(table, conform(rows, delta_schema(schema)), mode="append",
+                        commit_properties=txn)  # fmt: skip
+        table.update_incremental()
         return table.version()
 
     # -- maintenance -------------------------------------------------------------
