@@ -181,7 +181,14 @@ class ParquetWarehouse:
     def manifest(self) -> Manifest:
         return latest(self.root)
 
-    def read(self, table: str, schema: pa.Schema, manifest: Manifest | None = None) -> pa.Table:
+    def read(
+        self,
+        table: str,
+        schema: pa.Schema,
+        manifest: Manifest | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+    ) -> pa.Table:
         """The current rows of ``table`` (tombstones and hidden columns removed)."""
         for attempt in range(3):
             current = manifest or self.manifest()
@@ -192,7 +199,7 @@ class ParquetWarehouse:
                 if manifest is not None or attempt == 2:
                     raise  # a pinned snapshot whose files were compacted away
         live = merged.filter(pc.invert(merged.column(DELETED)))
-        return live.select(schema.names)
+        return live.select(list(columns) if columns is not None else schema.names)
 
     def _merged(self, files: Sequence[DataFile], schema: pa.Schema) -> pa.Table:
         full = with_hidden(schema)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -107,14 +107,25 @@ class Warehouse:
             return Manifest()
         return Manifest.from_json(str(rows.column("manifest")[0].as_py()))
 
-    def read(self, table: str, schema: pa.Schema, manifest: Manifest | None = None) -> pa.Table:
-        """The rows of ``table`` as of ``manifest`` (default: the newest)."""
+    def read(
+        self,
+        table: str,
+        schema: pa.Schema,
+        manifest: Manifest | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """The rows of ``table`` as of ``manifest`` (default: the newest); only ``columns``
+        if given (Parquet reads only those: a view needing a few skips heavy ones)."""
+        wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
         current = manifest or self.manifest()
         version = current.versions.get(table)
         if version is None:
-            return schema.empty_table()
-        data = DeltaTable(self.path(table), version=version).to_pyarrow_dataset().to_table()
-        return conform(data, schema)
+            return wanted.empty_table()
+        dataset = DeltaTable(self.path(table), version=version).to_pyarrow_dataset()
+        stored = set(dataset.schema.names)
+        data = dataset.to_table(columns=[c for c in wanted.names if c in stored])
+        return conform(data, wanted)
 
     # -- writing -----------------------------------------------------------------
 

@@ -123,3 +123,12 @@ def test_optimize_merges_files_and_pandas_reads_the_table(tmp_path: Path) -> Non
     assert state(wh) == expected
     frame = DeltaTable(str(path)).to_pandas(columns=["name", "value"])
     assert dict(zip(frame["name"], frame["value"], strict=True)) == expected
+
+
+def test_a_read_of_some_columns_reads_only_those(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path)
+    wh.commit({"t": rows(("a", 1), ("b", 2))}, SCHEMAS)
+    values = wh.read("t", SCHEMA, columns=["value"])
+    assert values.schema == pa.schema([("value", pa.int64())])
+    assert sorted(values.column("value").to_pylist()) == [1, 2]
+    assert wh.read("never", SCHEMA, columns=["name"]).schema.names == ["name"]
