@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -87,7 +88,22 @@ class Warehouse:
         self.root = Path(root)
         # Time travel by Delta version reaches back this far (older files are vacuumed).
         self.retain_hours = retain_hours
+        # The snapshot: read, bumped and published under it, briefly.
         self._lock = threading.Lock()
+        # One per table, held from a table's write until the snapshot naming it is out:
+        # writers of other tables (the lag sampler, the metadata history, maintenance)
+        # never wait for a batch's merge, and a table's versions publish in order.
+        self._table_locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    @contextmanager
+    def _holding(self, tables: Iterable[str]) -> Iterator[None]:
+        with self._locks_guard:
+            locks = [self._table_locks.setdefault(t, threading.Lock()) for t in sorted(set(tables))]
+        with ExitStack() as stack:
+            for lock in locks:  # in name order: no two writers wait on each other
+                stack.enter_context(lock)
+            yield
 
     def path(self, table: str) -> str:
         """Where ``table``'s Delta table lives (for any Delta reader)."""
@@ -144,7 +160,8 @@ class Warehouse:
         """Merge ``changes`` (rows with ``_key`` and ``_deleted``), overwrite ``replace``,
         append ``append`` (history: rows never change), then publish the batch; a batch
         already published raises :class:`~.rows.AlreadyAppliedError` with nothing written."""
-        with self._lock:
+        written = [n for n, r in {**(changes or {}), **(append or {})}.items() if r.num_rows]
+        with self._holding([*written, *(replace or {})]):
             current = self.manifest()
             if query is not None and batch is not None and current.batches.get(query, -1) >= batch:
                 raise AlreadyAppliedError(f"{query} batch {batch}")
@@ -153,7 +170,7 @@ class Warehouse:
                 if query is not None and batch is not None
                 else None
             )
-            versions = dict(current.versions)
+            versions: dict[str, int] = {}
             for name, rows in (changes or {}).items():
                 if rows.num_rows:
                     versions[name] = self._merge(
@@ -167,20 +184,22 @@ class Warehouse:
                 data = conform(rows, delta_schema(schemas[name]))
                 write_deltalake(self.path(name), data, mode="overwrite", schema_mode="overwrite")
                 versions[name] = DeltaTable(self.path(name)).version()
-            batches = dict(current.batches)
-            if query is not None and batch is not None:
-                batches[query] = batch
-            published = Manifest(
-                version=current.version + 1,
-                written_ms=int(time.time() * 1000),
-                batches=batches,
-                settings={**current.settings, **(settings or {})},
-                versions=versions,
-            )
-            if before_publish is not None:
-                before_publish()
-            self._publish(published)
-            return published
+            with self._lock:
+                current = self.manifest()  # others may have published meanwhile
+                batches = dict(current.batches)
+                if query is not None and batch is not None:
+                    batches[query] = batch
+                published = Manifest(
+                    version=current.version + 1,
+                    written_ms=int(time.time() * 1000),
+                    batches=batches,
+                    settings={**current.settings, **(settings or {})},
+                    versions={**current.versions, **versions},
+                )
+                if before_publish is not None:
+                    before_publish()
+                self._publish(published)
+                return published
 
     def _publish(self, manifest: Manifest) -> None:
         row = pa.table({"version": [manifest.version], "manifest": [manifest.to_json()]},
@@ -259,14 +278,16 @@ class Warehouse:
             return False
         if len(delta.file_uris()) <= (1 if full else MAX_FILES):
             return False
-        with self._lock:  # optimize and a batch's merge would conflict
+        with self._holding([table]):  # optimize and a batch's merge would conflict
+            delta = DeltaTable(self.path(table))
             delta.optimize.compact()
             # Views read the optimized version from now on, so vacuum may drop the old files.
-            current = self.manifest()
-            current.versions[table] = delta.version()
-            current.version += 1
-            current.written_ms = int(time.time() * 1000)
-            self._publish(current)
+            with self._lock:
+                current = self.manifest()
+                current.versions[table] = delta.version()
+                current.version += 1
+                current.written_ms = int(time.time() * 1000)
+                self._publish(current)
         self.vacuum(table)
         return True
 

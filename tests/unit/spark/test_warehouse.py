@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -132,3 +133,29 @@ def test_a_read_of_some_columns_reads_only_those(tmp_path: Path) -> None:
     assert values.schema == pa.schema([("value", pa.int64())])
     assert sorted(values.column("value").to_pylist()) == [1, 2]
     assert wh.read("never", SCHEMA, columns=["name"]).schema.names == ["name"]
+
+
+def test_writers_of_different_tables_commit_side_by_side_and_lose_nothing(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path)
+    schemas = {"a": SCHEMA, "b": SCHEMA}
+    errors: list[BaseException] = []
+
+    def write(table: str, query: str) -> None:
+        try:
+            for batch in range(8):
+                wh.commit({table: rows((f"k{batch}", batch))}, schemas, query=query, batch=batch)
+        except BaseException as exc:  # reported below, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(t, f"q{t}")) for t in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors and not any(t.is_alive() for t in threads)
+    manifest = wh.manifest()
+    assert manifest.batches == {"qa": 7, "qb": 7}
+    # The snapshot names each table's newest version: no publish undid another's.
+    for table in ("a", "b"):
+        assert manifest.versions[table] == DeltaTable(str(tmp_path / "tables" / table)).version()
+        assert len(wh.read(table, SCHEMA)) == 8
