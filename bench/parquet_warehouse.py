@@ -219,6 +219,7 @@ class ParquetWarehouse:
         replace: Mapping[str, pa.Table] | None = None,
         settings: Mapping[str, object] | None = None,
         before_publish: Callable[[], None] | None = None,
+        scope: Mapping[str, str] | None = None,  # Delta's merge scoping: nothing to scope here
     ) -> Manifest:
         """Append ``changes`` (rows with ``_key`` and ``_deleted``) as one new version.
 

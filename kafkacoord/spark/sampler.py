@@ -101,7 +101,8 @@ class EndOffsetSampler:
             self._history[tp] = kept
         latest = {tp: h[-1] for tp, h in self._history.items() if h}
         lag = self._lag.rows(now, self._visible_offsets(now), latest)
-        self._warehouse.commit({LAG_SAMPLES: lag}, schemas(), replace={END_OFFSETS: self._table()})
+        self._warehouse.commit({LAG_SAMPLES: lag}, schemas(), replace={END_OFFSETS: self._table()},
+                               scope={LAG_SAMPLES: "bucket_ms"})  # fmt: skip
         return len(ends)
 
     def _visible_offsets(self, now_ms: int) -> pa.Table | list[tuple[str, str, int, int, int]]:

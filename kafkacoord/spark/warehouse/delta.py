@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import CommitProperties
@@ -156,10 +157,15 @@ class Warehouse:
         append: Mapping[str, pa.Table] | None = None,
         settings: Mapping[str, object] | None = None,
         before_publish: Callable[[], None] | None = None,
+        scope: Mapping[str, str] | None = None,
     ) -> Manifest:
         """Merge ``changes`` (rows with ``_key`` and ``_deleted``), overwrite ``replace``,
         append ``append`` (history: rows never change), then publish the batch; a batch
-        already published raises :class:`~.rows.AlreadyAppliedError` with nothing written."""
+        already published raises :class:`~.rows.AlreadyAppliedError` with nothing written.
+
+        ``scope`` names, per table, an integer column the key embeds (``lag_samples``'
+        bucket): the merge then reads only target files holding values at or above the
+        change's lowest, not the whole table."""
         written = [n for n, r in {**(changes or {}), **(append or {})}.items() if r.num_rows]
         with self._holding([*written, *(replace or {})]):
             current = self.manifest()
@@ -174,7 +180,13 @@ class Warehouse:
             for name, rows in (changes or {}).items():
                 if rows.num_rows:
                     versions[name] = self._merge(
-                        name, rows, schemas[name], query=query, batch=batch, txn=txn
+                        name,
+                        rows,
+                        schemas[name],
+                        query=query,
+                        batch=batch,
+                        txn=txn,
+                        scope=(scope or {}).get(name),
                     )
             for name, rows in (append or {}).items():
                 if rows.num_rows:
@@ -223,12 +235,18 @@ class Warehouse:
         query: str | None,
         batch: int | None,
         txn: CommitProperties | None,
+        scope: str | None = None,
     ) -> int:
         table = self._table(name, schema)
         if query is not None and batch is not None:
             done = table.transaction_version(query)
             if done is not None and done >= batch:
                 return table.version()  # written before a crash, not yet published
+        predicate = f"t.{_quoted(KEY)} = s.{_quoted(KEY)}"
+        lowest = None if scope is None else pc.min(rows.column(scope)).as_py()
+        if lowest is not None:
+            # Equal keys have equal scope values: files entirely below the lowest hold none.
+            predicate += f" AND t.{_quoted(scope or '')} >= {int(lowest)}"
         columns = delta_schema(schema)
         source = conform(rows, pa.schema([*columns, pa.field(DELETED, pa.bool_())]))
         values = {_quoted(c): f"s.{_quoted(c)}" for c in columns.names}
@@ -236,7 +254,7 @@ class Warehouse:
         (
             table.merge(
                 source,
-                predicate=f"t.{_quoted(KEY)} = s.{_quoted(KEY)}",
+                predicate=predicate,
                 source_alias="s",
                 target_alias="t",
                 commit_properties=txn,

@@ -159,3 +159,29 @@ def test_writers_of_different_tables_commit_side_by_side_and_lose_nothing(tmp_pa
     for table in ("a", "b"):
         assert manifest.versions[table] == DeltaTable(str(tmp_path / "tables" / table)).version()
         assert len(wh.read(table, SCHEMA)) == 8
+
+
+def test_a_scoped_merge_updates_and_deletes_the_keys_of_its_scope(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path)
+    schema = pa.schema([("bucket", pa.int64()), ("value", pa.int64())])
+
+    def change(*items: tuple[int, int, int | None]) -> pa.Table:
+        """(key number, bucket, value; None deletes): the key embeds its bucket."""
+        return pa.table({
+            KEY: pa.array([f"{k}:{b}".encode() for k, b, _ in items], pa.binary()),
+            DELETED: pa.array([v is None for _, _, v in items], pa.bool_()),
+            "bucket": pa.array([b for _, b, _ in items], pa.int64()),
+            "value": pa.array([v for _, _, v in items], pa.int64()),
+        })  # fmt: skip
+
+    for bucket in range(4):  # a file per bucket
+        wh.commit({"s": change(*((k, bucket, bucket) for k in range(3)))}, {"s": schema},
+                  scope={"s": "bucket"})  # fmt: skip
+    # The newest bucket's rows updated, one of the oldest deleted, a new one inserted.
+    wh.commit({"s": change((0, 3, 30), (1, 0, None), (9, 3, 90))}, {"s": schema},
+              scope={"s": "bucket"})  # fmt: skip
+    read = wh.read("s", schema)
+    got = sorted(zip(read.column("bucket").to_pylist(), read.column("value").to_pylist(),
+                     strict=True))  # fmt: skip
+    assert got == sorted([(0, 0), (0, 0), (1, 1), (1, 1), (1, 1), (2, 2), (2, 2), (2, 2),
+                          (3, 30), (3, 3), (3, 3), (3, 90)])  # fmt: skip
