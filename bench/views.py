@@ -22,6 +22,12 @@ Kafka source plans its reads to that answer (the Python source reads end
 offsets from fetches and needs no such care). Records in the freshness load go
 one per batch for the same reason.
 
+Each source runs on both warehouses (``--warehouses parquet,delta``): the
+views' Delta Lake tables (keyed ``python_delta``, ``connector_delta``) and, as
+the baseline, the hand-made Parquet warehouse they replaced
+(``parquet_warehouse.py``; keyed ``python``, ``connector``), with
+``tables_bytes``, the large state's tables on disk (Delta's before any vacuum).
+
 The last stdout line is JSON, naming the broker. Progress goes to stderr.
 """
 
@@ -46,6 +52,7 @@ from typing import Any
 import structlog
 from benchlib import BROKERS, broker_for, log
 from confluent_kafka import Message, Producer
+from parquet_warehouse import ParquetWarehouse
 
 from kafkacoord.codecs import encode_key, encode_value
 from kafkacoord.codecs.models import (
@@ -183,8 +190,17 @@ def write_dataset(bootstrap: str, data: Dataset) -> None:
     data.records = count
 
 
+# Warehouse directories the baseline (the Parquet warehouse) runs in; the rest are Delta.
+BASELINE_DIRS: set[Path] = set()
+
+
+def warehouse_of(config: Any) -> ParquetWarehouse | None:
+    """The baseline's store for its directories; None: the job's own (Delta) warehouse."""
+    return ParquetWarehouse(config.warehouse) if config.warehouse in BASELINE_DIRS else None
+
+
 def raw_rate(spark: Any, config: Any, data: Dataset, workdir: Path) -> float:
-    checkpoint = workdir / f"raw-{config.source.value}-{data.topics.prefix}"
+    checkpoint = workdir / f"raw-{config.warehouse.name}"
     query = (
         config.stream(spark)
         .writeStream.format("noop")
@@ -204,7 +220,7 @@ def raw_rate(spark: Any, config: Any, data: Dataset, workdir: Path) -> float:
 def view_job(spark: Any, config: Any, on_phase: Any = None) -> Iterator[Any]:
     from kafkacoord.spark.run import ViewJob
 
-    job = ViewJob(spark, config, on_phase=on_phase)
+    job = ViewJob(spark, config, on_phase=on_phase, warehouse=warehouse_of(config))
     job.start()
     try:
         yield job
@@ -217,7 +233,7 @@ def build_views(spark: Any, config: Any, data: Dataset) -> float:
     from kafkacoord.spark.run import run
 
     started = time.perf_counter()
-    job = run(spark, config)
+    job = run(spark, config, warehouse=warehouse_of(config))
     elapsed = time.perf_counter() - started
     rows = sum(p["numInputRows"] for p in job.query.recentProgress)
     assert rows == data.records, f"the view job read {rows} records, {data.records} were written"
@@ -398,16 +414,26 @@ def run_bench(bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[s
     result: dict[str, Any] = {"broker": args.broker, "records": large.records,
                               "small_records": small.records}  # fmt: skip
     for source in sources:
+        for kind in args.warehouses.split(","):
+            delta = kind == "delta"
 
-        def config(data: Dataset, source: Source = source, **extra: Any) -> RunConfig:
-            warehouse = workdir / f"wh-{source.value}-{data.topics.prefix}"
-            return RunConfig(bootstrap, warehouse, prefix=data.topics.prefix, source=source,
-                             **extra)  # fmt: skip
+            def config(data: Dataset, source: Source = source, delta: bool = delta,
+                       **extra: Any) -> RunConfig:  # fmt: skip
+                warehouse = workdir / f"wh-{source.value}-{delta}-{data.topics.prefix}"
+                if not delta:
+                    BASELINE_DIRS.add(warehouse)
+                return RunConfig(bootstrap, warehouse, prefix=data.topics.prefix, source=source,
+                                 **extra)  # fmt: skip
 
-        log(f"source {source.value}")
-        result[source.value] = measure(spark, config, bootstrap=bootstrap, small=small,
-                                       large=large, args=args, workdir=workdir)  # fmt: skip
-        log(f"  {json.dumps(result[source.value])}")
+            name = f"{source.value}_delta" if delta else source.value
+            log(f"source {source.value}, {kind} warehouse")
+            result[name] = measure(spark, config, bootstrap=bootstrap, small=small,
+                                   large=large, args=args, workdir=workdir)  # fmt: skip
+            tables = config(large).warehouse / "tables"
+            result[name]["tables_bytes"] = sum(
+                p.stat().st_size for p in tables.rglob("*") if p.is_file()
+            )
+            log(f"  {json.dumps(result[name])}")
     spark.stop()
     return result
 
@@ -432,6 +458,12 @@ def main() -> None:
         "--sources",
         default="python,connector",
         help="comma-separated: python (kafkacoord data source), connector",
+    )
+    parser.add_argument(
+        "--warehouses",
+        default="parquet,delta",
+        help="comma-separated: delta (the views' Delta tables), parquet (the old hand-made "
+        "warehouse, the baseline)",
     )
     parser.add_argument("--workdir", type=Path, help="keep warehouses here (default: a temp dir)")
     args = parser.parse_args()

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from .warehouse.store import DELETED, KEY
+from .warehouse.rows import DELETED, KEY
 
 TP = tuple[str, int]
 LAG_SAMPLES: Final = "lag_samples"
@@ -65,32 +66,79 @@ class LagRecorder:
     def rows(
         self,
         now_ms: int,
-        committed: Iterable[tuple[str, str, int, int, int]],
+        committed: Iterable[tuple[str, str, int, int, int]] | pa.Table,
         ends: Mapping[TP, tuple[int, int]],
     ) -> pa.Table:
-        """``committed``: the visible offsets as (group, topic, partition, shard, offset);
-        ``ends``:
+        """``committed``: the visible offsets as (group, topic, partition, shard, offset)
+        tuples or a table of those columns (``offset`` as ``committed_offset``); ``ends``:
         (topic, partition) -> (sampled_ms, log end offset). Partitions without an end are
         skipped."""
         bucket = now_ms - now_ms % self.resolution_ms
-        rows: list[tuple[object, ...]] = []
+        live = self._live(bucket, _committed(committed), ends)
         written = self._buckets.setdefault(bucket, set())
-        for group, topic, partition, shard, offset in committed:
-            sample = ends.get((topic, partition))
-            if sample is None:
-                continue
-            key = _key(group, topic, partition, shard, bucket)
-            written.add(key)
-            rows.append((key, False, group, topic, partition, shard, bucket, sample[0], offset,
-                         sample[1]))  # fmt: skip
+        written.update(live.column(KEY).to_pylist())
+        tombstones: list[tuple[object, ...]] = []
         cutoff = now_ms - self.retain_ms
         for old in [b for b in self._buckets if b + self.resolution_ms <= cutoff]:
             for key in sorted(self._buckets.pop(old)):
                 group_b, topic_b, partition_b, shard_b, _ = key.split(b"\x00")
-                rows.append((key, True, group_b.decode(), topic_b.decode(), int(partition_b),
-                             int(shard_b), old, None, None, None))  # fmt: skip
-        return pa.Table.from_pylist([dict(zip(_ROWS.names, r, strict=True)) for r in rows],
-                                    schema=_ROWS)  # fmt: skip
+                tombstones.append((key, True, group_b.decode(), topic_b.decode(),
+                                   int(partition_b), int(shard_b), old, None, None,
+                                   None))  # fmt: skip
+        if not tombstones:
+            return live
+        columns = list(zip(*tombstones, strict=True))
+        expired = pa.Table.from_arrays(
+            [pa.array(c, f.type) for c, f in zip(columns, _ROWS, strict=True)], schema=_ROWS
+        )
+        return pa.concat_tables([live, expired])
+
+    @staticmethod
+    def _live(bucket: int, committed: pa.Table, ends: Mapping[TP, tuple[int, int]]) -> pa.Table:
+        # Column by column: a round covers every committed offset (millions, at scale).
+        samples = pa.table(
+            {
+                "topic": pa.array([tp[0] for tp in ends], pa.string()),
+                "partition": pa.array([tp[1] for tp in ends], pa.int32()),
+                "sampled_ms": pa.array([e[0] for e in ends.values()], pa.int64()),
+                "log_end_offset": pa.array([e[1] for e in ends.values()], pa.int64()),
+            }
+        )
+        rows = committed.join(samples, ["topic", "partition"], join_type="inner")
+        n = rows.num_rows
+        text = [pc.cast(rows.column(c), pa.string()) for c in ("partition", "shard")]
+        keys = pc.binary_join_element_wise(
+            rows.column("group"), rows.column("topic"), *text, str(bucket), "\x00"
+        )
+        columns = {
+            KEY: pc.cast(keys, pa.binary()),
+            DELETED: pa.array([False] * n, pa.bool_()),
+            "bucket_ms": pa.array([bucket] * n, pa.int64()),
+        }
+        return pa.Table.from_arrays(
+            [columns[f.name] if f.name in columns else rows.column(f.name) for f in _ROWS],
+            schema=_ROWS,
+        )
+
+
+_COMMITTED: Final = pa.schema(
+    [
+        ("group", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("shard", pa.int32()),
+        ("committed_offset", pa.int64()),
+    ]
+)
+
+
+def _committed(committed: Iterable[tuple[str, str, int, int, int]] | pa.Table) -> pa.Table:
+    if isinstance(committed, pa.Table):
+        return committed.select(_COMMITTED.names).cast(_COMMITTED)
+    columns = list(zip(*committed, strict=True)) or [()] * len(_COMMITTED)
+    return pa.Table.from_arrays(
+        [pa.array(c, f.type) for c, f in zip(columns, _COMMITTED, strict=True)], schema=_COMMITTED
+    )
 
 
 _ROWS: Final = pa.schema([pa.field(KEY, pa.binary()), pa.field(DELETED, pa.bool_()), *SCHEMA])

@@ -1,7 +1,9 @@
-"""Run the view job: the streaming fold, its compactor and the end-offset sampler."""
+"""Run the view job: the streaming fold, the metadata history, table maintenance and the
+end-offset sampler."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -12,13 +14,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from .fold_layout import check_fold_layout
+from .metadata_history import QUERY as HISTORY_QUERY
+from .metadata_history import MetadataHistoryWriter
 from .pipeline import WINDOW, fold
 from .sampler import EndOffsetSampler
 from .source import FORMAT
 from .tables import schemas
 from .views.base import DEFAULT_IMBALANCE_PERCENT, DEFAULT_RETENTION_MS
 from .warehouse import Warehouse
-from .warehouse.compactor import Compactor
+from .warehouse.maintenance import Maintenance
 from .writer import Phase, ViewWriter, committed_partitions
 
 log = structlog.get_logger(__name__)
@@ -61,6 +65,11 @@ class RunConfig:
     def checkpoint_location(self) -> str:
         return self.checkpoint or str(self.warehouse / "_checkpoints" / QUERY)
 
+    @property
+    def history_checkpoint_location(self) -> str:
+        """Beside the fold's checkpoint: the metadata history query's own."""
+        return str(Path(self.checkpoint_location).parent / HISTORY_QUERY)
+
     def source_options(self) -> dict[str, str]:
         options = {
             "bootstrap": self.bootstrap,
@@ -82,6 +91,12 @@ class RunConfig:
             return connector_source(spark, options)
         return spark.readStream.format(FORMAT).options(**self.source_options()).load()
 
+    def metadata_stream(self, spark: SparkSession) -> DataFrame:
+        """The metadata topic alone, from the Python source (whatever ``source`` says:
+        a small topic, read by the driver's librdkafka settings)."""
+        options = {**self.source_options(), "topics": f"{self.prefix}metadata"}
+        return spark.readStream.format(FORMAT).options(**options).load()
+
     def settings(self) -> dict[str, Any]:
         """What views are evaluated with, recorded in the manifest for readers."""
         return {
@@ -96,11 +111,21 @@ class RunConfig:
 class ViewJob:
     """One running view job; ``start`` then ``await_termination`` or ``stop``."""
 
-    def __init__(self, spark: SparkSession, config: RunConfig, *, on_phase: Phase | None = None):
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: RunConfig,
+        *,
+        on_phase: Phase | None = None,
+        warehouse: Warehouse | None = None,
+    ):
         self.spark = spark
         self.config = config
-        self.warehouse = Warehouse(config.warehouse)
-        self.compactor = Compactor(self.warehouse, schemas())
+        # ``warehouse``: another object with the Warehouse interface (bench/'s baseline).
+        self.warehouse = warehouse or Warehouse(config.warehouse)
+        self.maintenance = Maintenance(self.warehouse, schemas())
+        self.history_writer = MetadataHistoryWriter(self.warehouse)
+        self.history_query: StreamingQuery | None = None
         self.sampler: EndOffsetSampler | None = None
         self.writer = ViewWriter(
             self.warehouse,
@@ -114,7 +139,7 @@ class ViewJob:
     def _committed(self, commits: Any) -> None:
         if self.sampler is not None:
             self.sampler.watch(committed_partitions(commits))
-        self.compactor.notify()
+        self.maintenance.notify()
 
     def start(self) -> StreamingQuery:
         config = self.config
@@ -139,13 +164,22 @@ class ViewJob:
             .option("checkpointLocation", config.checkpoint_location)
             .queryName(f"kafkacoord-views-{config.prefix}")
         )
+        history = (
+            config.metadata_stream(self.spark)
+            .writeStream.foreachBatch(self.history_writer)
+            .option("checkpointLocation", config.history_checkpoint_location)
+            .queryName(f"kafkacoord-metadata-history-{config.prefix}")
+        )
         if config.available_now:
             writer = writer.trigger(availableNow=True)
+            history = history.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=config.trigger)
+            history = history.trigger(processingTime=config.trigger)
             self.sampler.start()
-            self.compactor.start()
+            self.maintenance.start()
         self.query = writer.start()
+        self.history_query = history.start()
         log.info(
             "view job started",
             warehouse=str(config.warehouse),
@@ -154,29 +188,45 @@ class ViewJob:
         return self.query
 
     def await_termination(self, timeout_s: float | None = None) -> bool:
-        assert self.query is not None
+        """Until both queries end (available-now) or one fails; False on ``timeout_s``."""
+        assert self.query is not None and self.history_query is not None
         if timeout_s is None:
-            self.query.awaitTermination()
+            if self.config.available_now:
+                self.query.awaitTermination()
+                self.history_query.awaitTermination()
+            else:  # runs until one fails (it raises) or is stopped
+                self.spark.streams.awaitAnyTermination()
             return True
-        return bool(self.query.awaitTermination(int(timeout_s)))
+        deadline = time.monotonic() + timeout_s
+        if not self.query.awaitTermination(max(1, int(timeout_s))):
+            return False
+        left = max(1, int(deadline - time.monotonic()))
+        return bool(self.history_query.awaitTermination(left))
 
     def finish(self) -> None:
         """After an available-now run: fresh end offsets and a compact warehouse."""
         if self.sampler is not None:
             self.sampler.sample()
-        self.compactor.run_once()
+        self.maintenance.run_once()
 
     def stop(self) -> None:
-        if self.query is not None and self.query.isActive:
-            self.query.stop()
-        self.compactor.stop()
+        for query in (self.query, self.history_query):
+            if query is not None and query.isActive:
+                query.stop()
+        self.maintenance.stop()
         if self.sampler is not None:
             self.sampler.stop()
 
 
-def run(spark: SparkSession, config: RunConfig, *, on_phase: Phase | None = None) -> ViewJob:
+def run(
+    spark: SparkSession,
+    config: RunConfig,
+    *,
+    on_phase: Phase | None = None,
+    warehouse: Warehouse | None = None,
+) -> ViewJob:
     """Run to the end (available-now) or until interrupted; returns the finished job."""
-    job = ViewJob(spark, config, on_phase=on_phase)
+    job = ViewJob(spark, config, on_phase=on_phase, warehouse=warehouse)
     job.start()
     try:
         job.await_termination()

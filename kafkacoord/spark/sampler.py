@@ -27,7 +27,7 @@ from .tables import END_OFFSETS, schemas
 from .views.base import Context, Snapshot
 from .views.offsets import visible_offsets
 from .warehouse import Warehouse
-from .warehouse.store import DELETED, KEY
+from .warehouse.rows import DELETED, KEY
 
 log = structlog.get_logger(__name__)
 
@@ -64,7 +64,8 @@ class EndOffsetSampler:
 
     def _load(self) -> None:
         """Resume: the partitions already committed for, and the samples already taken."""
-        commits = self._warehouse.read("offset_commits", schemas()["offset_commits"])
+        commits = self._warehouse.read("offset_commits", schemas()["offset_commits"],
+                                       columns=["topic", "partition"])  # fmt: skip
         pairs = (
             commits.select(["topic", "partition"]).group_by(["topic", "partition"]).aggregate([])
         )
@@ -100,17 +101,19 @@ class EndOffsetSampler:
             self._history[tp] = kept
         latest = {tp: h[-1] for tp, h in self._history.items() if h}
         lag = self._lag.rows(now, self._visible_offsets(now), latest)
-        self._warehouse.commit({LAG_SAMPLES: lag}, schemas(), replace={END_OFFSETS: self._table()})
+        self._warehouse.commit({LAG_SAMPLES: lag}, schemas(), replace={END_OFFSETS: self._table()},
+                               scope={LAG_SAMPLES: "bucket_ms"})  # fmt: skip
         return len(ends)
 
-    def _visible_offsets(self, now_ms: int) -> list[tuple[str, str, int, int, int]]:
-        """(group, topic, partition, shard, offset) of the offsets the views show."""
+    def _visible_offsets(self, now_ms: int) -> pa.Table | list[tuple[str, str, int, int, int]]:
+        """(group, topic, partition, shard, committed_offset) of the offsets the views show."""
         snap = Snapshot.of(self._warehouse)
         frame = visible_offsets(snap, Context.of(snap.manifest.settings, now_ms))
         if frame.empty:
             return []
-        columns = (frame[c].tolist() for c in ("group", "topic", "partition", "shard", "offset"))
-        return list(zip(*columns, strict=True))
+        names = {"group": "group", "topic": "topic", "partition": "partition", "shard": "shard",
+                 "committed_offset": "offset"}  # fmt: skip
+        return pa.table({name: pa.array(frame[column]) for name, column in names.items()})
 
     def _table(self) -> pa.Table:
         rows = [(tp, h) for tp, h in sorted(self._history.items()) if h]

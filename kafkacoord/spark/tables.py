@@ -5,8 +5,9 @@ what the daemon's RocksDB cache holds for the same log, with the record's
 position (``shard``, ``log_offset``, ``log_time``). Their columns come from the
 codecs' Avro schemas. Beside them: ``leader_epochs`` (the first record of every
 leader epoch, for leadership history), ``skipped`` (poison and fenced records
-per key), ``end_offsets`` (sampled log end offsets, for lag) and ``lag_samples``
-(lag over time, :mod:`.lag_history`).
+per key), ``end_offsets`` (sampled log end offsets, for lag), ``lag_samples``
+(lag over time, :mod:`.lag_history`) and ``metadata_history`` (every metadata
+record, :mod:`.metadata_history`, written by its own query).
 
 The views people query are computed from these tables (``kafkacoord.spark.views``).
 """
@@ -24,8 +25,10 @@ from kafkacoord.codecs import RecordType
 from .avro import record_fields, struct_column
 from .lag_history import LAG_SAMPLES
 from .lag_history import SCHEMA as LAG_SAMPLES_SCHEMA
+from .metadata_history import schema as metadata_history_schema
 from .source.options import Role
-from .warehouse.store import DELETED, KEY
+from .warehouse.history import METADATA_HISTORY
+from .warehouse.rows import DELETED, KEY
 
 RECORD_TABLES: Final[dict[RecordType, str]] = {
     RecordType.CONTROLLER: "controller",
@@ -95,6 +98,7 @@ def schemas() -> dict[str, pa.Schema]:
         ]
     )
     found[LAG_SAMPLES] = LAG_SAMPLES_SCHEMA
+    found[METADATA_HISTORY] = metadata_history_schema()
     return found
 
 

@@ -35,6 +35,7 @@ from kafkacoord.codecs.models import (
 )
 from kafkacoord.spark.assignment import encode_assignment, render
 from kafkacoord.spark.views import read_view
+from kafkacoord.spark.warehouse.history import metadata_as_of, metadata_history
 from kafkacoord.storage.cache import NO_EXPIRY, ShardId, StateCache
 from kafkacoord.storage.topics import InternalTopics
 
@@ -261,6 +262,20 @@ def assert_views_match_cache(warehouse: Any, cache: StateCache, s: Scenario) -> 
 
     def view(name: str) -> list[dict[str, Any]]:
         return list(read_view(warehouse, name, now_ms=now).to_pylist())
+
+    # metadata_history: every admitted metadata record once (poison and fenced left out);
+    # as of now, each key's newest record: the cache's partitions.
+    history = metadata_history(warehouse)
+    admitted = len(s.metadata) - s.poison[s.topics.metadata] - s.fenced
+    assert history.num_rows == admitted
+    assert history.column("log_offset").to_pylist() == sorted(
+        set(history["log_offset"].to_pylist())
+    )
+    in_effect = metadata_as_of(warehouse, int(time.time() * 1000) + 3_600_000).to_pylist()
+    records = [r["partition_record"] for r in in_effect if r["record_type"] == "PARTITION"]
+    leaders = {(r["topic"], r["partition"]): r["leader"] for r in records}
+    assert leaders == {(k.topic, k.partition): v.leader for _, k, v in meta
+                       if isinstance(k, PartitionKey)}  # fmt: skip
 
     # partitions: one row per cached partition record, field for field.
     parts = {(k.topic, k.partition): v for _, k, v in meta if isinstance(k, PartitionKey)}

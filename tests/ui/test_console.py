@@ -272,7 +272,7 @@ def test_the_lag_chart_rises_when_the_consumer_stops(
 
 
 def test_the_lag_chart_reaches_back_into_the_views_warehouse(scene: Scene, page: Any) -> None:
-    """Lag older than the daemon's ring comes from the views job's lag_history (Parquet)."""
+    """Lag older than the daemon's ring comes from the views job's lag_history (a Delta table)."""
     if not _group_exists(scene):  # run alone: the group the chart test leaves behind
         member = ClassicProtocolMember(
             scene.bootstrap, GROUP, [EVENTS], offsets_partitions=4

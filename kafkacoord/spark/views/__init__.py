@@ -24,6 +24,7 @@ from .cluster import (
     partitions,
 )
 from .groups import GROUP_MEMBERS, GROUPS, group_members, groups
+from .history import METADATA_HISTORY_VIEW, metadata_history
 from .offsets import (
     GROUP_OFFSETS,
     LAG_HISTORY,
@@ -45,6 +46,7 @@ VIEWS: Final[dict[str, tuple[View, pa.Schema]]] = {
     "partitions": (partitions, PARTITIONS),
     "brokers": (brokers, BROKERS),
     "leadership_history": (leadership_history, LEADERSHIP_HISTORY),
+    "metadata_history": (metadata_history, METADATA_HISTORY_VIEW),
     "log_end_offsets": (log_end_offsets, LOG_END_OFFSETS),
     "skipped": (skipped, SKIPPED_VIEW),
 }

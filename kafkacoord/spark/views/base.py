@@ -59,13 +59,18 @@ class Snapshot:
         return self._tables[name]
 
     def frame(self, name: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
-        """The table as pandas; ``columns`` skips the others (nested lists are slow in pandas)."""
+        """The table as pandas; ``columns`` reads only those (nested lists are slow to read
+        and slow in pandas)."""
         key = (name, columns)
         if key not in self._frames:
-            table = self.table(name)
-            self._frames[key] = (
-                table if columns is None else table.select(list(columns))
-            ).to_pandas()
+            if columns is None:
+                table = self.table(name)
+            elif name in self._tables:
+                table = self._tables[name].select(list(columns))
+            else:
+                table = self.warehouse.read(name, table_schemas()[name], self.manifest,
+                                            columns=columns)  # fmt: skip
+            self._frames[key] = table.to_pandas()
         return self._frames[key]
 
 

@@ -1,6 +1,7 @@
-"""The warehouse: keyed Parquet tables with a versioned manifest (no Spark needed to read)."""
+"""The views' warehouse: one Delta Lake table per table (no Spark needed to read)."""
 
-from .manifest import DataFile, Manifest
-from .store import AlreadyAppliedError, Warehouse
+from .delta import SNAPSHOT, TABLES_DIR, Manifest, Warehouse
+from .rows import DELETED, KEY, AlreadyAppliedError
 
-__all__ = ["AlreadyAppliedError", "DataFile", "Manifest", "Warehouse"]
+__all__ = ["DELETED", "KEY", "SNAPSHOT", "TABLES_DIR", "AlreadyAppliedError", "Manifest",
+           "Warehouse"]  # fmt: skip

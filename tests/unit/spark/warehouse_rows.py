@@ -8,8 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from kafkacoord.spark.tables import schemas
-from kafkacoord.spark.warehouse import Warehouse
-from kafkacoord.spark.warehouse.store import DELETED, KEY
+from kafkacoord.spark.warehouse import DELETED, KEY, Warehouse
 
 NOW = 1_700_000_000_000
 

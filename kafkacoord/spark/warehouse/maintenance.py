@@ -1,4 +1,4 @@
-"""Background compaction: merges runs of table files so reads stay cheap and batches stay small."""
+"""Table maintenance off the batch path: Delta optimize, then vacuum, on tables with many files."""
 
 from __future__ import annotations
 
@@ -8,16 +8,21 @@ from collections.abc import Mapping
 import pyarrow as pa
 import structlog
 
-from .store import Warehouse
+from .delta import Warehouse
 
 log = structlog.get_logger(__name__)
 
 
-class Compactor:
-    """Merges files when the schedule (``store.compaction_run``) asks, off the batch path."""
+class Maintenance:
+    """Compacts tables (``Warehouse.compact``) in a thread woken after batches, so a
+    micro-batch never waits for an optimize."""
 
     def __init__(
-        self, warehouse: Warehouse, schemas: Mapping[str, pa.Schema], *, interval_s: float = 5.0
+        self,
+        warehouse: Warehouse,
+        schemas: Mapping[str, pa.Schema],
+        *,
+        interval_s: float = 5.0,
     ) -> None:
         self._warehouse = warehouse
         self._schemas = dict(schemas)
@@ -28,7 +33,7 @@ class Compactor:
         self.merges = 0
 
     def run_once(self, *, full: bool = False, max_merges: int = 64) -> int:
-        """Compact every table until the schedule is satisfied; returns the merges done."""
+        """Compact every table that needs it; returns the compactions done."""
         done = 0
         for table, schema in self._schemas.items():
             while done < max_merges and self._warehouse.compact(table, schema, full=full):
@@ -42,7 +47,9 @@ class Compactor:
         self._wake.set()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="kafkacoord-compactor", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name="kafkacoord-maintenance", daemon=True
+        )
         self._thread.start()
 
     def _run(self) -> None:

@@ -1,42 +1,144 @@
-"""Keyed tables as immutable Parquet files: append the change, merge on read, compact later.
+"""The hand-made Parquet warehouse the views ran on before Delta Lake: the bench's baseline.
+
+``bench/views.py`` runs the view job on it and on the Delta warehouse in one run
+to compare freshness, batch cost and size on disk. Same interface as
+``kafkacoord.spark.warehouse.Warehouse`` (``manifest``, ``read``, ``commit``,
+``compact``, ``remove_orphans``), so the job, the sampler and the views run on it unchanged.
 
 Every row carries three hidden columns: ``_key`` (the primary key, bytes),
 ``_seq`` (the manifest version that wrote it) and ``_deleted`` (a tombstone).
 A micro-batch appends one file per changed table holding only the changed
 keys, so its cost follows the change, not the table size. The current state
 of a key is its row in the newest file that has it, unless that row is a
-tombstone. Compaction merges runs of files in the background (a binary-counter
-schedule: every row is rewritten O(log n) times) and drops tombstones once
-they reach the oldest file.
+tombstone. Compaction merges runs of files (a binary-counter schedule: every
+row is rewritten O(log n) times) and drops tombstones once they reach the
+oldest file. Which files make up each table is a manifest, one JSON file per
+version under ``_log/``, published by an atomic rename.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import manifest as mf
-from .manifest import DataFile, Manifest
+from kafkacoord.spark.warehouse.rows import DELETED, KEY, AlreadyAppliedError, conform
 
-KEY: Final = "_key"
+LOG_DIR = "_log"
+_WIDTH = 20
+
+
+@dataclass(frozen=True, slots=True)
+class DataFile:
+    """One immutable Parquet file of a table; rows carry ``_seq`` in ``[seq_min, seq_max]``."""
+
+    path: str  # relative to the warehouse root
+    rows: int
+    seq_min: int
+    seq_max: int
+
+
+@dataclass(slots=True)
+class Manifest:
+    version: int = 0
+    written_ms: int = 0
+    # Files of each table, oldest first: a newer file's rows win over an older one's.
+    tables: dict[str, list[DataFile]] = field(default_factory=dict)
+    # Last micro-batch applied per streaming query: a replayed batch is skipped.
+    batches: dict[str, int] = field(default_factory=dict)
+    # Files dropped by a compaction, with the version that dropped them (deleted later).
+    retired: list[tuple[int, str]] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def files(self, table: str) -> list[DataFile]:
+        return list(self.tables.get(table, []))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Manifest:
+        data = json.loads(text)
+        return cls(
+            version=int(data["version"]),
+            written_ms=int(data["written_ms"]),
+            tables={t: [DataFile(**f) for f in fs] for t, fs in data["tables"].items()},
+            batches={q: int(b) for q, b in data["batches"].items()},
+            retired=[(int(v), str(p)) for v, p in data.get("retired", [])],
+            settings=dict(data.get("settings", {})),
+        )
+
+
+def log_versions(root: Path) -> list[int]:
+    log = root / LOG_DIR
+    if not log.is_dir():
+        return []
+    found = []
+    for entry in log.iterdir():
+        if entry.suffix == ".json" and entry.stem.isdigit():
+            found.append(int(entry.stem))
+    return sorted(found)
+
+
+def load(root: Path, version: int) -> Manifest:
+    return Manifest.from_json((root / LOG_DIR / f"{version:0{_WIDTH}d}.json").read_text("utf-8"))
+
+
+def latest(root: Path) -> Manifest:
+    """The current manifest; an empty one before the first batch."""
+    found = log_versions(root)
+    for version in reversed(found):
+        try:
+            return load(root, version)
+        except FileNotFoundError:  # pruned by the writer meanwhile: try the one before
+            continue
+    return Manifest()
+
+
+def publish(root: Path, manifest: Manifest) -> None:
+    """Write ``manifest`` as its version, durably, then make it visible in one rename."""
+    log = root / LOG_DIR
+    log.mkdir(parents=True, exist_ok=True)
+    final = log / f"{manifest.version:0{_WIDTH}d}.json"
+    if final.exists():
+        raise FileExistsError(f"manifest version {manifest.version} exists: two writers?")
+    tmp = log / f".tmp-{uuid.uuid4().hex}"
+    with tmp.open("w", encoding="utf-8") as out:
+        out.write(manifest.to_json())
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, final)
+    _fsync_dir(log)
+
+
+def prune(root: Path, keep: int) -> None:
+    """Delete all but the newest ``keep`` manifest versions."""
+    found = log_versions(root)
+    for version in found[:-keep] if keep > 0 else found:
+        (root / LOG_DIR / f"{version:0{_WIDTH}d}.json").unlink(missing_ok=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 SEQ: Final = "_seq"
-DELETED: Final = "_deleted"
-HIDDEN: Final = (KEY, SEQ, DELETED)
 TABLES_DIR: Final = "tables"
 MAX_FILES: Final = 16
-
-
-class AlreadyAppliedError(Exception):
-    """The micro-batch is already in the manifest (a replay after a crash)."""
 
 
 def with_hidden(schema: pa.Schema) -> pa.Schema:
@@ -44,17 +146,6 @@ def with_hidden(schema: pa.Schema) -> pa.Schema:
         [pa.field(KEY, pa.binary()), pa.field(SEQ, pa.int64()), pa.field(DELETED, pa.bool_()),
          *schema]
     )  # fmt: skip
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Columns in ``schema`` order and types (missing ones null), whatever Spark produced."""
-    columns = []
-    for f in schema:
-        if f.name in table.column_names:
-            columns.append(table.column(f.name).cast(f.type))
-        else:
-            columns.append(pa.nulls(table.num_rows, f.type))
-    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def latest_rows(tables: Sequence[pa.Table]) -> pa.Table:
@@ -73,7 +164,7 @@ def latest_rows(tables: Sequence[pa.Table]) -> pa.Table:
     return pa.concat_tables(list(reversed(parts)), promote_options="default")
 
 
-class Warehouse:
+class ParquetWarehouse:
     """One warehouse directory: tables, manifests and (beside them) Spark checkpoints.
 
     One process writes (the view job: its batches and its compactor thread share
@@ -88,9 +179,16 @@ class Warehouse:
     # -- reading -----------------------------------------------------------------
 
     def manifest(self) -> Manifest:
-        return mf.latest(self.root)
+        return latest(self.root)
 
-    def read(self, table: str, schema: pa.Schema, manifest: Manifest | None = None) -> pa.Table:
+    def read(
+        self,
+        table: str,
+        schema: pa.Schema,
+        manifest: Manifest | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+    ) -> pa.Table:
         """The current rows of ``table`` (tombstones and hidden columns removed)."""
         for attempt in range(3):
             current = manifest or self.manifest()
@@ -101,13 +199,13 @@ class Warehouse:
                 if manifest is not None or attempt == 2:
                     raise  # a pinned snapshot whose files were compacted away
         live = merged.filter(pc.invert(merged.column(DELETED)))
-        return live.select(schema.names)
+        return live.select(list(columns) if columns is not None else schema.names)
 
     def _merged(self, files: Sequence[DataFile], schema: pa.Schema) -> pa.Table:
         full = with_hidden(schema)
         if not files:
             return full.empty_table()
-        return latest_rows([_conform(pq.read_table(self.root / f.path), full) for f in files])
+        return latest_rows([conform(pq.read_table(self.root / f.path), full) for f in files])
 
     # -- writing -----------------------------------------------------------------
 
@@ -121,6 +219,7 @@ class Warehouse:
         replace: Mapping[str, pa.Table] | None = None,
         settings: Mapping[str, object] | None = None,
         before_publish: Callable[[], None] | None = None,
+        scope: Mapping[str, str] | None = None,  # Delta's merge scoping: nothing to scope here
     ) -> Manifest:
         """Append ``changes`` (rows with ``_key`` and ``_deleted``) as one new version.
 
@@ -163,7 +262,7 @@ class Warehouse:
     def _write(self, table: str, rows: pa.Table, schema: pa.Schema, version: int) -> DataFile:
         full = with_hidden(schema)
         rows = rows.append_column(SEQ, pa.array([version] * rows.num_rows, pa.int64()))
-        data = _conform(rows, full)
+        data = conform(rows, full)
         seqs = data.column(SEQ)
         return self._write_file(table, data, int(pc.min(seqs).as_py()), int(pc.max(seqs).as_py()))
 
@@ -182,10 +281,10 @@ class Warehouse:
         manifest.retired = [
             (v, p) for v, p in manifest.retired if v > manifest.version - self.keep_versions
         ]
-        mf.publish(self.root, manifest)
+        publish(self.root, manifest)
         for path in expired:
             (self.root / path).unlink(missing_ok=True)
-        mf.prune(self.root, self.keep_versions)
+        prune(self.root, self.keep_versions)
 
     # -- compaction --------------------------------------------------------------
 
@@ -198,7 +297,7 @@ class Warehouse:
         chosen = [files[i] for i in run]
         full_schema = with_hidden(schema)
         merged = latest_rows(
-            [_conform(pq.read_table(self.root / f.path), full_schema) for f in chosen]
+            [conform(pq.read_table(self.root / f.path), full_schema) for f in chosen]
         )
         if run[0] == 0:
             merged = merged.filter(pc.invert(merged.column(DELETED)))  # nothing older to shadow
@@ -233,9 +332,9 @@ class Warehouse:
     def remove_orphans(self) -> int:
         """Delete data files no manifest knows (left by a crash between write and publish)."""
         known: set[str] = set()
-        for version in mf.versions(self.root):
+        for version in log_versions(self.root):
             try:
-                m = mf.load(self.root, version)
+                m = load(self.root, version)
             except FileNotFoundError:
                 continue
             known.update(f.path for fs in m.tables.values() for f in fs)
