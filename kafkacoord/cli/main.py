@@ -14,6 +14,7 @@ from kafkacoord import __version__, logs
 from kafkacoord.cli import (
     acls,
     console,
+    explain,
     group_reset,  # noqa: F401  (registers groups reset-offsets)
     groups,
     leaders,
@@ -105,6 +106,7 @@ def version() -> None:
 
 app.add_typer(topics.topics_app, name="topics")
 app.add_typer(nodes.nodes_app, name="nodes")
+app.add_typer(explain.explain_app, name="explain")
 app.add_typer(reassign.reassign_app, name="reassign")
 app.add_typer(rebalance.rebalance_app, name="rebalance")
 app.command("elect-leaders")(leaders.elect_leaders)

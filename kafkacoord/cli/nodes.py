@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from kafkacoord.cli.as_of import AsOfOption, WarehouseOption, metadata_image
 from kafkacoord.cli.common import (
     BootstrapOption,
     ConfigOption,
@@ -25,14 +26,17 @@ nodes_app = typer.Typer(help="Registered nodes.", no_args_is_help=True)
 
 @nodes_app.command("list")
 def nodes_list(
+    as_of: AsOfOption = None,
+    warehouse: WarehouseOption = None,
     output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
-    """Nodes with their rack, state, epoch, roles and leadership counts."""
+    """Nodes with their rack, state, epoch, roles and leadership counts; with --as-of, as
+    they stood then."""
     with admin_session(config, bootstrap, kafka_config) as admin:
-        image = admin.metadata()
+        image = metadata_image(admin, as_of, warehouse)
     if output is OutputFormat.json:
         print_json(node_list(image))
         return

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from kafkacoord.cli.as_of import AsOfOption, WarehouseOption, metadata_image
 from kafkacoord.cli.common import (
     BootstrapOption,
     ConfigOption,
@@ -111,25 +112,30 @@ def topics_describe(
         bool,
         typer.Option("--configs", help="With --topic: each config, its default and source."),
     ] = False,
+    as_of: AsOfOption = None,
+    warehouse: WarehouseOption = None,
     output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Describe topics with kafka-topics' columns; with --configs, a topic's configs as
-    kafka-configs --describe --all shows them."""
+    kafka-configs --describe --all shows them; with --as-of, as they stood then."""
     only = PartitionFilter(
         under_replicated_partitions, unavailable_partitions, under_min_isr_partitions
     )
     if configs:
+        if as_of is not None:
+            fail("--configs shows the present only; drop --as-of", ExitCode.USAGE)
         if topic is not None and not any(only):
             _describe_configs(topic, output, config, bootstrap, kafka_config)
             return
         fail("--configs takes --topic and no partition filter", ExitCode.USAGE)
     with admin_session(config, bootstrap, kafka_config) as admin:
-        image = admin.metadata()
+        image = metadata_image(admin, as_of, warehouse)
     if topic is not None and image.topic(topic) is None:
-        fail(f"Topic '{topic}' does not exist.", ExitCode.NOT_FOUND)
+        when = "" if as_of is None else f" at {as_of}"
+        fail(f"Topic '{topic}' does not exist{when}.", ExitCode.NOT_FOUND)
     names = [topic] if topic else None
     if output is OutputFormat.json:
         print_json(topic_descriptions(select_partitions(image, names, only), any(only)))

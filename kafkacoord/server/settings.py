@@ -49,6 +49,12 @@ class Settings(BaseSettings):
         3, ge=1, description="offsets.topic.replication.factor (capped at the broker count)."
     )
     offsets_segment_bytes: int = Field(104857600, ge=1, description="offsets.topic.segment.bytes")
+    history_window_ms: int = Field(
+        86_400_000,
+        ge=0,
+        description="min.compaction.lag.ms of the internal topics: how far back --as-of and "
+        "explain read exactly from the log.",
+    )
     offsets_retention_minutes: int = Field(10080, ge=1, description="offsets.retention.minutes")
     listen: str = Field(
         "127.0.0.1:9192",
@@ -362,6 +368,7 @@ class Settings(BaseSettings):
             prefix=self.topic_prefix,
             offsets_partitions=self.offsets_partitions,
             offsets_segment_bytes=self.offsets_segment_bytes,
+            history_window_ms=self.history_window_ms,
         )
 
     def client_tls(self) -> ClientTls | None:

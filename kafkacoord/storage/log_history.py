@@ -42,6 +42,7 @@ class LogRead:
     first_timestamp_ms: int | None  # the oldest record still in the log, if any was read
     next_offset: int
     undecodable: int = 0
+    first_offset: int | None = None  # that record's offset: 0 if nothing before it is gone
 
 
 def read_log(
@@ -67,7 +68,7 @@ def read_log(
             for message in _messages(consumer, topic, partition, read.next_offset or BEGINNING):
                 offset, (_, timestamp_ms) = cast(int, message.offset()), message.timestamp()
                 if read.first_timestamp_ms is None:
-                    read.first_timestamp_ms = timestamp_ms
+                    read.first_timestamp_ms, read.first_offset = timestamp_ms, offset
                 if until_ms is not None and timestamp_ms > until_ms:
                     return read
                 read.next_offset = offset + 1

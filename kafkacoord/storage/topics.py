@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
@@ -48,6 +48,9 @@ class InternalTopics:
     prefix: str = "__kc_"
     offsets_partitions: int = 50
     offsets_segment_bytes: int = 100 * 1024 * 1024
+    # min.compaction.lag.ms of both: every record is kept this long, so any instant
+    # within it can be read back exactly (docs/operations.md#history).
+    history_window_ms: int = 24 * 60 * 60 * 1000
 
     @property
     def metadata(self) -> str:
@@ -62,9 +65,12 @@ class InternalTopics:
         """Topics of the old request path, safe to delete once every daemon is upgraded."""
         return [f"{self.prefix}{name}" for name in RETIRED]
 
+    def _window(self) -> dict[str, str]:
+        return {HISTORY_WINDOW: str(self.history_window_ms)}
+
     def specs(self) -> list[TopicSpec]:
         return [
-            TopicSpec(self.metadata, 1, {"cleanup.policy": COMPACT}),
+            TopicSpec(self.metadata, 1, {"cleanup.policy": COMPACT, **self._window()}),
             TopicSpec(
                 self.offsets,
                 self.offsets_partitions,
@@ -72,10 +78,13 @@ class InternalTopics:
                     "cleanup.policy": COMPACT,
                     "segment.bytes": str(self.offsets_segment_bytes),
                     "compression.type": "uncompressed",
+                    **self._window(),
                 },
             ),
         ]
 
+
+HISTORY_WINDOW = "min.compaction.lag.ms"
 
 # Kafka's default delete.retention.ms: one day.
 KAFKA_DELETE_RETENTION_MS = 24 * 60 * 60 * 1000
@@ -124,6 +133,19 @@ def _partition_counts(admin: AdminClient, names: list[str], timeout_s: float) ->
     return {n: len(topics[n].partitions) for n in names if n in topics}
 
 
+def _warn_short_window(spec: TopicSpec, entries: Mapping[str, Any]) -> None:
+    """A window shorter than configured shortens history; kafkacoord serves on."""
+    wanted, entry = spec.configs.get(HISTORY_WINDOW), entries.get(HISTORY_WINDOW)
+    if wanted is None or entry is None or entry.value is None or int(entry.value) >= int(wanted):
+        return
+    log.warning(
+        "internal topic keeps history for less than history_window_ms",
+        topic=spec.name, min_compaction_lag_ms=entry.value, history_window_ms=wanted,
+        fix=f"kafka-configs --alter --entity-type topics --entity-name {spec.name} "
+        f"--add-config {HISTORY_WINDOW}={wanted}",
+    )  # fmt: skip
+
+
 def _verify(
     admin: AdminClient, specs: list[TopicSpec], partitions: Mapping[str, int], timeout_s: float
 ) -> None:
@@ -146,6 +168,7 @@ def _verify(
                 f"{spec.cleanup_policy}. Fix: kafka-configs --alter --entity-type topics "
                 f"--entity-name {spec.name} --add-config cleanup.policy={spec.cleanup_policy}"
             )
+        _warn_short_window(spec, entries)
         count = partitions.get(spec.name)
         if count is not None and spec.fixed_partitions and count != spec.partitions:
             problems.append(

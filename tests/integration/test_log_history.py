@@ -36,7 +36,7 @@ def test_a_read_as_of_an_instant_is_the_log_up_to_the_first_record_after_it(
     whole = read_log(bootstrap, topics.metadata)
     assert [r.offset for r in whole.records] == [*range(11), 12]
     assert whole.undecodable == 1 and whole.next_offset == 13
-    assert whole.first_timestamp_ms == T0
+    assert whole.first_timestamp_ms == T0 and whole.first_offset == 0
     assert [r.timestamp_ms for r in whole.records[:3]] == [T0, T0 + 1000, T0 + 2000]
     assert whole.records[12 - 1].value is None  # a tombstone stays in the history
 
