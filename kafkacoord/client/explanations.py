@@ -136,8 +136,10 @@ def _change_words(changes: Mapping[str, tuple[Any, Any]], created: bool) -> tupl
     rest = [
         f"{names[f]} {_show(changes[f][0])} → {_show(changes[f][1])}" for f in names if f in changes
     ]
-    if not head:
+    if not head and "partition_epoch" in changes:
         head.append("partition epoch {} → {}".format(*map(_show, changes["partition_epoch"])))
+    if not head:  # the leader stayed: the first other change heads the line
+        return (rest[0], rest[1:]) if rest else ("no change", [])
     return ", ".join(head), rest
 
 
