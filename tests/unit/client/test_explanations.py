@@ -24,7 +24,7 @@ K = TriggerKind
 
 def value(
     leader: int, epoch: int, isr: tuple[int, ...], cause: Cause | None, **kw: object
-) -> PartitionValue:  # noqa: E501
+) -> PartitionValue:
     return PartitionValue("orders", 0, PartitionState.ONLINE, (3, 1, 2), isr, leader, epoch,
                           epoch, T0, 1, cause=cause, **kw)  # type: ignore[arg-type]  # fmt: skip
 
@@ -67,7 +67,7 @@ def test_a_partitions_history_in_words_and_data() -> None:
         created: DecisionValue(Trigger(K.TOPIC_CREATED), T0, 1),
         fenced: DecisionValue(
             Trigger(K.SESSION_EXPIRED, node_id=3, heartbeat_ms=T0 + 2000), T0 + 11_000, 1
-        ),  # fmt: skip
+        ),
     }
     records = [
         (5, T0, value(3, 0, (3, 1, 2), Cause(created, Election.INITIAL))),
