@@ -169,3 +169,19 @@ def test_the_history_api_imports_no_spark() -> None:
     code = ("import sys, kafkacoord.spark.warehouse.history; "
             "sys.exit('pyspark' in sys.modules)")  # fmt: skip
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_the_cli_rebuilds_the_image_as_of_an_instant_from_the_warehouse(
+    warehouse: Warehouse,
+) -> None:
+    from kafkacoord.cli.as_of import warehouse_image
+
+    fenced = warehouse_image(warehouse.root, T0 + 2_000)
+    state = fenced.partition("orders", 0)
+    assert state is not None and state.leader == 1 and state.cause is not None
+    assert state.cause.decision == FENCING and state.cause.rule == "clean"
+    node = fenced.node(2)
+    assert node is not None and node.fenced and node.decision == FENCING
+    later = warehouse_image(warehouse.root, T0 + 60_000)
+    assert later.topic("orders") is None  # its tombstone
+    assert warehouse_image(warehouse.root, T0 - 1).topic("orders") is None
