@@ -115,10 +115,18 @@ def test_readme_tour_runs_as_written(workdir: Path) -> None:
     assert "Created topic kv." in first, first
     assert first.count("acknowledged by node") == KEYS, first
     found = leaders(first)
-    assert len(found) == 9, first  # describes after create, after the kill, after the election
+    # Describes after create, after the kill, as of before the kill, after the election.
+    assert len(found) == 12, first
     killed = found[0]  # the leader of partition 0
     assert killed not in found[3:6] and -1 not in found[3:6], first
-    assert killed in found[6:], first  # the preferred election gave it leaderships back
+    assert found[6:9] == found[0:3], first  # --as-of: the leaders before the kill
+    assert killed in found[9:], first  # the preferred election gave it leaderships back
+    # explain names the killed node's expired session as the cause of the new leader.
+    assert re.search(
+        rf"leader {killed} → {found[3]}, epoch \d+ → \d+: node {killed}'s session expired "
+        r"\(last heartbeat \d\d:\d\d:\d\d\); ISR \[[\d,]+\] → \[[\d,]+\]; chosen from the ISR",
+        first,
+    ), first
     # Every acknowledged key read back twice: after the failover, and from its new copy.
     got = read_back(first)
     assert sorted(got, key=int) == sorted([str(i) for i in range(1, KEYS + 1)] * 2, key=int)
