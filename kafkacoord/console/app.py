@@ -15,6 +15,7 @@ import http.cookies
 import json
 import mimetypes
 import secrets
+import time
 import urllib.parse
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
@@ -29,6 +30,12 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from kafkacoord.client.connector import acting_as
 from kafkacoord.client.errors import RequestError
+from kafkacoord.client.instants import format_instant, parse_instant
+from kafkacoord.client.metadata_history import (
+    HistoryUnavailableError,
+    metadata_as_of,
+    partition_history,
+)
 from kafkacoord.client.offset_reset import RESET_MODES
 from kafkacoord.storage.errors import StorageError
 
@@ -395,11 +402,40 @@ class Console:
         rows = self.access.metadata.read(pages.topics_page)
         return 200, self._render("topics.html", request, rows=rows)
 
-    def _topic(self, request: _Request, name: str) -> tuple[int, str]:
-        page = self.access.metadata.read(lambda t: pages.topic_page(t, name))
+    def _topic(self, request: _Request, rest: str) -> tuple[int, str]:
+        name, _, partition = rest.partition("/")
+        if partition:
+            return self._partition(request, name, partition)
+        as_of = _query(request, "as_of")
+        if not as_of:
+            page = self.access.metadata.read(lambda t: pages.topic_page(t, name))
+            if page is None:
+                raise ConsoleHttpError(404, f"topic {name!r} does not exist")
+            return 200, self._render("topic.html", request, page=page)
+        now_ms = int(time.time() * 1000)
+        try:
+            instant = parse_instant(as_of, now_ms)
+            image = metadata_as_of(self.access.bootstrap, self.access.topics, instant, now_ms)
+        except ValueError as exc:
+            raise ConsoleHttpError(400, f"as of: {exc}") from exc
+        except HistoryUnavailableError as exc:
+            raise ConsoleHttpError(404, str(exc)) from exc
+        page, when = pages.topic_page_of(image, name), format_instant(instant)
         if page is None:
-            raise ConsoleHttpError(404, f"topic {name!r} does not exist")
-        return 200, self._render("topic.html", request, page=page)
+            raise ConsoleHttpError(404, f"topic {name!r} did not exist at {when}")
+        return 200, self._render("topic.html", request, page=page, as_of=when, as_of_text=as_of)
+
+    def _partition(self, request: _Request, name: str, partition: str) -> tuple[int, str]:
+        """A partition's decisions, each with its cause, from the metadata log."""
+        if not partition.isdigit():
+            raise ConsoleHttpError(404, f"no partition {partition!r} of {name!r}")
+        steps = pages.partition_timeline(
+            partition_history(self.access.bootstrap, self.access.topics, name, int(partition))
+        )
+        if not steps:
+            raise ConsoleHttpError(404, f"partition {name}-{partition} has no record")
+        return 200, self._render("partition.html", request, name=name, partition=int(partition),
+                                 steps=steps)  # fmt: skip
 
     def _reassignments(self, request: _Request, _: str, **extra: Any) -> tuple[int, str]:
         page = self.access.metadata.read(pages.reassignments_page)
@@ -536,6 +572,11 @@ class Console:
                 errors=len(result.errors),
             )
         return self._group(request, group, reset=result, reset_form=form)
+
+
+def _query(request: _Request, name: str) -> str:
+    values = urllib.parse.parse_qs(str(request.environ.get("QUERY_STRING", ""))).get(name, [""])
+    return values[-1].strip()
 
 
 def _local(target: str) -> str:

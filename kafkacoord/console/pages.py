@@ -12,6 +12,8 @@ from typing import Any
 
 from kafkacoord.client.admin.rebalance import rebalance_status
 from kafkacoord.client.admin.summary import controller_summary, node_state
+from kafkacoord.client.explanations import PartitionStep, rule_words
+from kafkacoord.client.instants import format_instant
 from kafkacoord.codecs.models import PartitionValue
 from kafkacoord.coordinator.controller.image import MetadataImage
 from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
@@ -159,7 +161,11 @@ def topics_page(tracker: MetadataTracker) -> list[dict[str, Any]]:
 
 
 def topic_page(tracker: MetadataTracker, name: str) -> dict[str, Any] | None:
-    image = tracker.image
+    return topic_page_of(tracker.image, name)
+
+
+def topic_page_of(image: MetadataImage, name: str) -> dict[str, Any] | None:
+    """The topic page of ``image``: today's, or one replayed as of an instant."""
     topic = image.topic(name)
     if topic is None:
         return None
@@ -383,3 +389,17 @@ def warehouse_lag(
     for at, value in zip(times, rows.column("lag").to_pylist(), strict=True):
         sums[at] = sums.get(at, 0) + (value or 0)
     return sorted(sums.items())
+
+
+def partition_timeline(steps: list[PartitionStep]) -> list[dict[str, Any]]:
+    """The partition page's decisions, newest first: when, what changed and why."""
+    return [
+        {
+            "when": format_instant(step.time_ms),
+            "what": step.text.split(" ", 1)[1],
+            "cause": step.cause_text,
+            "rule": rule_words(step.rule) if step.rule else "",
+            "offset": step.offset,
+        }
+        for step in reversed(steps)
+    ]

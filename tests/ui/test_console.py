@@ -419,3 +419,41 @@ def test_a_rebound_host_is_refused(scene: Scene, anonymous: Any) -> None:
     assert "console_allowed_hosts" in anonymous.locator("body").inner_text()
     # The same console under its own address answers.
     assert anonymous.goto(scene.url + "/").status == 200
+
+
+def test_a_topic_as_of_an_instant_and_a_partitions_decisions(
+    scene: Scene, page: Any, artifacts: Path
+) -> None:
+    scene.admin.create_topic("audit", replica_assignment={0: [1, 2]})
+    leader = lambda: (v := scene.admin.metadata().partition("audit", 0)) and v.leader  # noqa: E731
+    _eventually(lambda: leader() == 1, "audit-0 led by node 1")
+    time.sleep(0.2)
+    before = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z"
+    time.sleep(1.1)  # the instant above is whole seconds: nothing after it within them
+    scene.admin.alter_reassignments({("audit", 0): [2, 1]})  # node 2 becomes preferred
+    _eventually(lambda: scene.admin.metadata().partition("audit", 0).replicas == (2, 1),  # type: ignore[union-attr]
+                "audit-0 reordered")  # fmt: skip
+    scene.admin.elect_leaders("preferred", [("audit", 0)])
+    _eventually(lambda: leader() == 2, "audit-0 led by node 2")
+
+    page.goto(scene.url + "/topics/audit")
+    assert page.locator("#partition-table tbody tr").nth(0).locator("td").nth(2).inner_text() == "2"
+    page.fill("#as-of-form input[name=as_of]", before)
+    page.locator("#as-of-form button").click()
+    page.wait_for_selector("#as-of")
+    assert before.removesuffix("Z") in page.locator("#as-of").inner_text()
+    assert page.locator("#partition-table tbody tr").nth(0).locator("td").nth(2).inner_text() == "1"
+    assert page.get_by_role("button", name="Elect preferred leaders").count() == 0  # the past
+    _shot(page, artifacts, "topic-as-of")
+
+    page.get_by_role("link", name="0", exact=True).click()
+    page.wait_for_url("**/topics/audit/0")
+    rows = page.locator("#timeline tbody tr")
+    newest, oldest = rows.nth(0).inner_text(), rows.nth(rows.count() - 1).inner_text()
+    assert "leader 1 → 2" in newest and "ElectLeaders by" in newest, newest
+    assert "the preferred replica" in newest, newest
+    assert "created on replicas [1,2], leader 1" in oldest and "the topic was created" in oldest
+    _shot(page, artifacts, "partition")
+
+    page.goto(scene.url + "/topics/audit?as_of=yesterday")
+    assert "not an instant" in page.content()
