@@ -403,9 +403,10 @@ class Console:
         return 200, self._render("topics.html", request, rows=rows)
 
     def _topic(self, request: _Request, rest: str) -> tuple[int, str]:
-        name, _, partition = rest.partition("/")
-        if partition:
-            return self._partition(request, name, partition)
+        topic, slash, partition = rest.rpartition("/")
+        if slash and partition.isdigit():  # a topic name has no "/": /topics/T/P
+            return self._partition(request, topic, int(partition))
+        name = rest
         as_of = _query(request, "as_of")
         if not as_of:
             page = self.access.metadata.read(lambda t: pages.topic_page(t, name))
@@ -425,16 +426,14 @@ class Console:
             raise ConsoleHttpError(404, f"topic {name!r} did not exist at {when}")
         return 200, self._render("topic.html", request, page=page, as_of=when, as_of_text=as_of)
 
-    def _partition(self, request: _Request, name: str, partition: str) -> tuple[int, str]:
+    def _partition(self, request: _Request, name: str, partition: int) -> tuple[int, str]:
         """A partition's decisions, each with its cause, from the metadata log."""
-        if not partition.isdigit():
-            raise ConsoleHttpError(404, f"no partition {partition!r} of {name!r}")
         steps = pages.partition_timeline(
-            partition_history(self.access.bootstrap, self.access.topics, name, int(partition))
+            partition_history(self.access.bootstrap, self.access.topics, name, partition)
         )
         if not steps:
             raise ConsoleHttpError(404, f"partition {name}-{partition} has no record")
-        return 200, self._render("partition.html", request, name=name, partition=int(partition),
+        return 200, self._render("partition.html", request, name=name, partition=partition,
                                  steps=steps)  # fmt: skip
 
     def _reassignments(self, request: _Request, _: str, **extra: Any) -> tuple[int, str]:
