@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -18,6 +18,7 @@ from kafkacoord.cli.common import (
 )
 from kafkacoord.cli.completion import complete_topics
 from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
+from kafkacoord.client.explanations import PartitionStep
 from kafkacoord.client.metadata_history import partition_history
 
 explain_app = typer.Typer(
@@ -38,6 +39,7 @@ def explain_partition(
     ],
     partition: Annotated[int, typer.Option("--partition", "-p", help="The partition.")],
     since: SinceOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --output json.")] = False,
     output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
@@ -51,8 +53,15 @@ def explain_partition(
         if not steps and since_ms is None:
             fail(f"Partition {topic}-{partition} has no record in the metadata log.",
                  ExitCode.NOT_FOUND)  # fmt: skip
-    if output is OutputFormat.json:
-        print_json([step.as_dict() for step in steps])
+    if as_json or output is OutputFormat.json:
+        print_json(explain_partition_document(topic, partition, steps))
         return
     for step in steps:
         typer.echo(step.text)
+
+
+def explain_partition_document(
+    topic: str, partition: int, steps: list[PartitionStep]
+) -> dict[str, Any]:
+    """``explain partition``'s JSON answer (schemas/explain-partition.json)."""
+    return {"topic": topic, "partition": partition, "decisions": [s.as_dict() for s in steps]}

@@ -84,6 +84,8 @@ class PartitionStep:
         return {
             "offset": self.offset,
             "time_ms": self.time_ms,
+            "time": datetime.fromtimestamp(self.time_ms / 1000, tz=UTC).isoformat(
+                timespec="milliseconds").replace("+00:00", "Z"),
             "changes": {f: [_plain(b), _plain(a)] for f, (b, a) in self.changes.items()},
             "decision": None if self.decision is None else {
                 "controller_epoch": self.decision.controller_epoch,

@@ -131,8 +131,9 @@ def test_explain_names_the_expired_session_and_as_of_shows_the_leader_before(lab
     assert "chosen from the ISR" in failover and "ISR [1,2,3] → [" in failover
     assert "created on replicas [1,2,3], leader 1: the topic was created" in lines[0]
 
-    steps = json.loads(lab.cli("explain", "partition", "-t", "orders", "-p", "0", "-o", "json"))
-    moved = next(s for s in steps if s["changes"].get("leader") == [1, new])
+    answer = json.loads(lab.cli("explain", "partition", "-t", "orders", "-p", "0", "--json"))
+    assert (answer["topic"], answer["partition"]) == ("orders", 0)
+    moved = next(s for s in answer["decisions"] if s["changes"].get("leader") == [1, new])
     assert moved["trigger"]["kind"] == "session_expired" and moved["trigger"]["node_id"] == 1
     assert moved["trigger"]["heartbeat_ms"] <= moved["time_ms"]
     assert moved["rule"] == "offline" and moved["text"] == failover

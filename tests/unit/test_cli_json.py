@@ -36,7 +36,7 @@ def valid(name: str, document: Any) -> Any:
 
 def test_every_schema_is_a_valid_2020_12_schema() -> None:
     names = sorted(p.name for p in SCHEMAS.iterdir() if p.name.endswith(".json"))
-    assert len(names) == 13
+    assert len(names) == 14
     for name in names:
         Draft202012Validator.check_schema(json.loads(SCHEMAS.joinpath(name).read_text()))
 
@@ -140,3 +140,24 @@ def test_exit_codes_by_kafka_error() -> None:
     assert exit_code(ErrorCode.NOT_CONTROLLER) is ExitCode.UNREACHABLE
     assert exit_code(ErrorCode.UNKNOWN_SERVER_ERROR) is ExitCode.FAILED
     assert len({int(c) for c in ExitCode}) == len(ExitCode) == 6
+
+
+def test_a_partitions_explanation_as_json() -> None:
+    from kafkacoord.cli.explain import explain_partition_document
+    from kafkacoord.client.explanations import explain_partition
+    from kafkacoord.codecs.models import DecisionValue, PartitionValue
+
+    c = Cluster(quiet_config())
+    c.add_nodes([1, 2, 3])
+    c.create("t", assignment={0: [1, 2, 3]})
+    c.ok(api.FenceNode(node_id=1))
+    decisions = {r.key: r.value for r in c.log if isinstance(r.value, DecisionValue)}
+    records = [(i, 1_000 * i, r.value) for i, r in enumerate(c.log)
+               if isinstance(r.value, PartitionValue) and r.value.partition == 0]  # fmt: skip
+    steps = explain_partition([*records, (99, 99_000, None)], decisions)
+    answer = valid("explain-partition", explain_partition_document("t", 0, steps))
+    first, moved = answer["decisions"][0], answer["decisions"][-2]
+    assert first["changes"]["leader"] == [None, 1] and first["trigger"]["kind"] == "topic_created"
+    assert moved["changes"]["leader"] == [1, 2] and moved["rule"] == "offline"
+    deleted = answer["decisions"][-1]
+    assert deleted["changes"] == {} and deleted["cause"] == "deleted"
