@@ -21,6 +21,7 @@ from kafkacoord.client.agent import NodeAgent
 from kafkacoord.client.instants import format_instant
 from kafkacoord.client.metadata_history import metadata_as_of
 from kafkacoord.coordinator.controller.image import MetadataImage
+from kafkacoord.coordinator.runtime.shard import Record
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.log_history import read_log
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
@@ -124,6 +125,16 @@ def test_explain_names_the_expired_session_and_as_of_shows_the_leader_before(lab
     lab.sample()
     lab.admin.create_topic("payments", replica_assignment={0: [3, 2]})
     lab.sample()
+    lab.admin.alter_reassignments({("payments", 0): [2, 3]})
+    wait_until(lambda: lab.image().partition("payments", 0).replicas == (2, 3),  # type: ignore[union-attr]
+               what="payments-0 reordered")  # fmt: skip
+    lab.sample()
+    lab.admin.elect_leaders("preferred", [("payments", 0)])
+    wait_until(lambda: leader(lab, "payments")() == 2, what="payments-0 led by node 2")
+    lab.sample()
+    lab.admin.create_partitions("payments", 2)
+    wait_until(lambda: lab.image().partition("payments", 1), what="payments-1 created")
+    lab.sample()
 
     lines = lab.cli("explain", "partition", "--topic", "orders", "--partition", "0").splitlines()
     failover = next(line for line in lines if f"leader 1 → {new}" in line)
@@ -149,8 +160,19 @@ def test_explain_names_the_expired_session_and_as_of_shows_the_leader_before(lab
 
     # Replayed from the log, each sampled instant gives the controller's state then.
     now = int(time.time() * 1000)
+    assert len(lab.samples) == 6
     for instant, expected in lab.samples:
         assert documents(metadata_as_of(lab.bootstrap, lab.topics, instant, now)) == expected
+    # And the whole log record by record: as of each record's time, the state is the
+    # replay of every record up to the last one stamped then (eight times spread out).
+    log = read_log(lab.bootstrap, lab.topics.metadata).records
+    image, after = MetadataImage(), {}
+    for logged in log:
+        image.replay(Record(logged.key, logged.value))
+        after[logged.timestamp_ms] = documents(image)
+    times = sorted(after)
+    for at in times[:: max(1, len(times) // 8)]:
+        assert documents(metadata_as_of(lab.bootstrap, lab.topics, at, now)) == after[at], at
 
 
 @pytest.mark.parametrize("lab", [1000], indirect=True)
