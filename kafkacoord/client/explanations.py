@@ -11,6 +11,8 @@ from typing import Any, Final
 from kafkacoord.codecs.models import DecisionKey, DecisionValue, PartitionValue, Trigger
 from kafkacoord.codecs.models import TriggerKind as K
 
+from .instants import format_instant
+
 __all__ = ["PartitionStep", "explain_partition", "rule_words", "trigger_words"]
 
 # How the leader was chosen (PartitionValue.cause.rule).
@@ -84,8 +86,7 @@ class PartitionStep:
         return {
             "offset": self.offset,
             "time_ms": self.time_ms,
-            "time": datetime.fromtimestamp(self.time_ms / 1000, tz=UTC).isoformat(
-                timespec="milliseconds").replace("+00:00", "Z"),
+            "time": format_instant(self.time_ms),
             "changes": {f: [_plain(b), _plain(a)] for f, (b, a) in self.changes.items()},
             "decision": None if self.decision is None else {
                 "controller_epoch": self.decision.controller_epoch,
