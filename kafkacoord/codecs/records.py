@@ -42,6 +42,8 @@ from .models import (
     ControllerValue,
     DecisionKey,
     DecisionValue,
+    GroupAdminKey,
+    GroupAdminValue,
     GroupMetadataKey,
     GroupMetadataValue,
     NodeKey,
@@ -78,6 +80,8 @@ class RecordType(IntEnum):
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 16
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 17
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 18
+    # An admin action's audit record: history only, tombstoned in its own batch.
+    GROUP_ADMIN = 19
     # 20 and 21 were the request and response envelopes of the retired request topics.
 
 
@@ -121,6 +125,7 @@ SPECS: Final[dict[RecordType, RecordSpec]] = {
         ),
         RecordSpec(RecordType.OFFSET_COMMIT, "offset_commit", OffsetCommitKey, OffsetCommitValue),
         RecordSpec(RecordType.SHARD_LEADER, "shard_leader", ShardLeaderKey, ShardLeaderValue),
+        RecordSpec(RecordType.GROUP_ADMIN, "group_admin", GroupAdminKey, GroupAdminValue),
         *(
             RecordSpec(RecordType[name.upper()], name, key_cls, value_cls)
             for name, key_cls, value_cls in (
@@ -166,7 +171,12 @@ CONSUMER_GROUP_TYPES: Final = frozenset(
     }
 )
 OFFSETS_TOPIC_TYPES: Final = frozenset(
-    {RecordType.GROUP_METADATA, RecordType.OFFSET_COMMIT, RecordType.SHARD_LEADER}
+    {
+        RecordType.GROUP_METADATA,
+        RecordType.OFFSET_COMMIT,
+        RecordType.SHARD_LEADER,
+        RecordType.GROUP_ADMIN,
+    }
     | CONSUMER_GROUP_TYPES
 )
 """Every record type that belongs on ``<prefix>offsets``."""

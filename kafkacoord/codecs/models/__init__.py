@@ -21,6 +21,14 @@ from .consumer_groups import (
     SubscribedTopic,
     TopicPartitions,
 )
+from .group_causes import (
+    AdminOffset,
+    GroupAdminAction,
+    GroupAdminKey,
+    GroupAdminValue,
+    GroupCause,
+    GroupCauseKind,
+)
 from .metadata import (
     Cause,
     ControllerKey,
@@ -53,6 +61,7 @@ from .offsets import (
 )
 
 __all__ = [
+    "AdminOffset",
     "AvroModel",
     "Cause",
     "ClassicMemberMetadata",
@@ -73,6 +82,11 @@ __all__ = [
     "ControllerValue",
     "DecisionKey",
     "DecisionValue",
+    "GroupAdminAction",
+    "GroupAdminKey",
+    "GroupAdminValue",
+    "GroupCause",
+    "GroupCauseKind",
     "GroupMember",
     "GroupMetadataKey",
     "GroupMetadataValue",

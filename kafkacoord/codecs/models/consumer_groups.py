@@ -14,6 +14,7 @@ from enum import IntEnum
 from typing import Any, Self
 
 from .base import AvroModel
+from .group_causes import GroupCause
 
 __all__ = [
     "ClassicMemberMetadata",
@@ -63,6 +64,12 @@ class ConsumerGroupMetadataKey(AvroModel):
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupMetadataValue(AvroModel):
     epoch: int
+    cause: GroupCause | None = None  # v2: why the epoch was bumped; None in older records
+
+    @classmethod
+    def from_avro(cls, data: dict[str, Any]) -> Self:
+        cause = data.get("cause")
+        return cls(data["epoch"], None if cause is None else GroupCause.from_avro(cause))
 
 
 @dataclass(frozen=True, slots=True)

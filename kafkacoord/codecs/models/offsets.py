@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from .base import AvroModel
+from .group_causes import GroupCause
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,7 @@ class GroupMetadataValue(AvroModel):
     members: tuple[GroupMember, ...]
     protocol: str | None = None
     leader: str | None = None
+    cause: GroupCause | None = None  # v2; None in older records
 
     @classmethod
     def from_avro(cls, data: dict[str, Any]) -> Self:
@@ -49,6 +51,7 @@ class GroupMetadataValue(AvroModel):
             members=tuple(GroupMember.from_avro(m) for m in data["members"]),
             protocol=data["protocol"],
             leader=data["leader"],
+            cause=None if data.get("cause") is None else GroupCause.from_avro(data["cause"]),
         )
 
 

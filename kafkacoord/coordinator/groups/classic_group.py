@@ -18,7 +18,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from kafkacoord.codecs.models import GroupMember, GroupMetadataValue
+from kafkacoord.codecs.models import GroupCause, GroupMember, GroupMetadataValue
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.runtime.shard import RequestRef
 
@@ -89,6 +89,9 @@ class ClassicGroup:
         # The last snapshot loaded or written for this group: durable, or on its way (a
         # failed append reloads the shard, so "on its way" never outlives a failure).
         self.persisted: GroupMetadataValue | None = None
+        # What started the last rebalance: the records of its outcome name it. Soft and
+        # informational (a loaded group has none until its next rebalance).
+        self.rebalance_cause: GroupCause | None = None
 
     # ----------------------------------------------------------------- construction
 
@@ -454,6 +457,7 @@ class ClassicGroup:
             members=members,
             protocol=self.protocol,
             leader=self.leader,
+            cause=self.rebalance_cause,
         )
 
     def snapshot(self) -> GroupSnapshot:

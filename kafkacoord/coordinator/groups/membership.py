@@ -18,15 +18,17 @@ deadline, which the timers log themselves.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import uuid
 from collections.abc import Callable, Mapping
 
-from kafkacoord.codecs.models import GroupMetadataValue
+from kafkacoord.codecs.models import GroupCause, GroupCauseKind, GroupMetadataValue
 from kafkacoord.coordinator.protocol import Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
+from .causes import member_cause
 from .classic_group import ClassicGroup
 from .config import GroupConfig
 from .member import Member, Protocols
@@ -182,7 +184,12 @@ class Membership:
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
             return Result()
-        return self._remove_member_and_update_group(group, member, now)
+        cause = member_cause(
+            GroupCauseKind.MEMBER_EXPIRED,
+            member,
+            f"no heartbeat in its {member.session_timeout_ms} ms session",
+        )
+        return self._remove_member_and_update_group(group, member, now, cause)
 
     def expire_join(self, group_id: str, now: int) -> Result:
         group = self._groups.get(group_id)
@@ -216,21 +223,31 @@ class Membership:
             group.in_state(GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
             and group.pending_sync
         ):
-            for member_id in sorted(group.pending_sync):
+            gone = sorted(group.pending_sync)
+            cause = member_cause(
+                GroupCauseKind.SYNC_EXPIRED,
+                group.members[gone[0]],
+                f"{len(gone)} member(s) sent no SyncGroup in time",
+            )
+            for member_id in gone:
                 self._timers.cancel(heartbeat_timer(group.group_id, member_id))
                 group.remove(member_id)
-            return self.prepare_rebalance(group, now)
+            return self.prepare_rebalance(group, now, cause)
         return Result()
 
     # ================================================================= rebalance machinery
 
-    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, now: int) -> Result:
+    def _maybe_prepare_rebalance_or_complete_join(
+        self, group: ClassicGroup, now: int, cause: GroupCause
+    ) -> Result:
         if group.can_rebalance():
-            return self.prepare_rebalance(group, now)
+            return self.prepare_rebalance(group, now, cause)
         return self._maybe_complete_join_phase(group, now)
 
-    def prepare_rebalance(self, group: ClassicGroup, now: int) -> Result:
+    def prepare_rebalance(self, group: ClassicGroup, now: int, cause: GroupCause) -> Result:
+        """Start a rebalance; ``cause`` is what the records of its outcome will name."""
         result = Result()
+        group.rebalance_cause = cause
         if group.state is GroupState.COMPLETING_REBALANCE:
             # Members parked in SyncGroup must rejoin.
             for member in group.members.values():
@@ -376,11 +393,11 @@ class Membership:
         return replies
 
     def _remove_member_and_update_group(
-        self, group: ClassicGroup, member: Member, now: int
+        self, group: ClassicGroup, member: Member, now: int, cause: GroupCause
     ) -> Result:
         result = Result(replies=self._detach(group, member))
         if group.in_state(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            result.extend(self._maybe_prepare_rebalance_or_complete_join(group, now))
+            result.extend(self._maybe_prepare_rebalance_or_complete_join(group, now, cause))
         elif group.state is GroupState.PREPARING_REBALANCE and group.has_all_members_joined():
             result.extend(self._complete_join(group, now))
         return result
@@ -629,15 +646,23 @@ class Membership:
         group.add(member)
         # A new member has no session yet: bound its parked JoinGroup instead.
         self.schedule_heartbeat(group, member_id, now + self.config.new_member_join_timeout_ms)
-        return self._maybe_prepare_rebalance_or_complete_join(group, now)
+        cause = member_cause(GroupCauseKind.MEMBER_JOINED, member)
+        return self._maybe_prepare_rebalance_or_complete_join(group, now, cause)
 
     def _update_member_and_rebalance(
         self, ref: RequestRef, body: api.JoinGroup, group: ClassicGroup, member: Member, now: int
     ) -> Result:
-        group.update_member(
-            member, _protocols(body), self._rebalance_timeout(body), body.session_timeout_ms, ref
+        protocols = _protocols(body)
+        kind = (
+            GroupCauseKind.MEMBER_REJOINED
+            if member.matches(protocols)
+            else GroupCauseKind.SUBSCRIPTION_CHANGED
         )
-        return self._maybe_prepare_rebalance_or_complete_join(group, now)
+        group.update_member(
+            member, protocols, self._rebalance_timeout(body), body.session_timeout_ms, ref
+        )
+        cause = member_cause(kind, member)
+        return self._maybe_prepare_rebalance_or_complete_join(group, now, cause)
 
     def _replace_static_member(
         self,
@@ -673,6 +698,7 @@ class Membership:
             member, _protocols(body), self._rebalance_timeout(body), body.session_timeout_ms, ref
         )
 
+        cause = member_cause(GroupCauseKind.STATIC_MEMBER_REPLACED, member, f"replaced {old_id}")
         if group.state is GroupState.STABLE:
             if (group.protocol or "") == group.select_protocol():
                 # Same protocol: no rebalance; persist the new member id, then answer. The
@@ -689,10 +715,10 @@ class Membership:
                     )
                 )
                 return result
-            return result.extend(self._maybe_prepare_rebalance_or_complete_join(group, now))
+            return result.extend(self._maybe_prepare_rebalance_or_complete_join(group, now, cause))
         if group.state is GroupState.COMPLETING_REBALANCE:
             # The leader may already have assigned the old id: rebalance.
-            return result.extend(self.prepare_rebalance(group, now))
+            return result.extend(self.prepare_rebalance(group, now, cause))
         return result.extend(self._maybe_complete_join_phase(group, now))
 
     # ================================================================= SyncGroup / Heartbeat
@@ -802,6 +828,7 @@ class Membership:
         result = Result()
         outcomes: list[api.MemberResult] = []
         left = False
+        causes: list[GroupCause] = []
         for ident in body.members:
             error = ErrorCode.NONE
             if not ident.member_id:
@@ -810,8 +837,13 @@ class Membership:
                 if member_id is None:
                     error = ErrorCode.UNKNOWN_MEMBER_ID
                 else:
-                    result.replies.extend(self._detach(group, group.members[member_id]))
+                    removed = group.members[member_id]
+                    causes.append(member_cause(GroupCauseKind.MEMBER_REMOVED, removed,
+                                               f"removed by client {ref.client_id}"))  # fmt: skip
+                    result.replies.extend(self._detach(group, removed))
             elif group.is_pending(ident.member_id):
+                causes.append(GroupCause(GroupCauseKind.MEMBER_LEFT, member_id=ident.member_id,
+                                         detail="before it joined"))  # fmt: skip
                 self._timers.cancel(heartbeat_timer(group.group_id, ident.member_id))
                 group.remove(ident.member_id)
             else:
@@ -820,6 +852,7 @@ class Membership:
                 except ProtocolError as exc:
                     error = exc.code
                 else:
+                    causes.append(member_cause(GroupCauseKind.MEMBER_LEFT, member))
                     result.replies.extend(self._detach(group, member))
             left = left or error is ErrorCode.NONE
             outcomes.append(
@@ -831,7 +864,8 @@ class Membership:
             )
         if left:
             if group.in_state(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-                result.extend(self._maybe_prepare_rebalance_or_complete_join(group, now))
+                result.extend(self._maybe_prepare_rebalance_or_complete_join(
+                    group, now, _first_of(causes)))  # fmt: skip
             elif group.state is GroupState.PREPARING_REBALANCE:
                 result.extend(self._maybe_complete_join_phase(group, now))
         result.replies.append(
@@ -843,3 +877,11 @@ class Membership:
 def _put_back(groups: dict[str, ClassicGroup], group: ClassicGroup, saved: ClassicGroup) -> None:
     group.restore(saved)
     groups[group.group_id] = group
+
+
+def _first_of(causes: list[GroupCause]) -> GroupCause:
+    """One cause for several members leaving at once: the first, counting the others."""
+    first = causes[0]
+    if len(causes) == 1:
+        return first
+    return dataclasses.replace(first, detail=f"{len(causes)} members left")

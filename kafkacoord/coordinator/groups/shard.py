@@ -41,6 +41,9 @@ from collections.abc import Hashable
 from typing import Final
 
 from kafkacoord.codecs.models import (
+    GroupAdminKey,
+    GroupCause,
+    GroupCauseKind,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -148,6 +151,8 @@ class GroupShard:
             self._consumer.replay(key, value)
         elif isinstance(key, ShardLeaderKey):
             pass  # the leader-epoch fence, applied by the readers of the log
+        elif isinstance(key, GroupAdminKey):
+            pass  # an admin action's audit record: history only, no state
         else:
             raise TypeError(f"{type(key).__name__} does not belong on a group shard")
 
@@ -173,7 +178,10 @@ class GroupShard:
                 )
             if self.config.max_size is not None and len(group.members) > self.config.max_size:
                 # The limit may have been lowered: rebalance so extra members are shed.
-                result.extend(self._membership.prepare_rebalance(group, now_ms))
+                cause = GroupCause(GroupCauseKind.GROUP_MAX_SIZE_EXCEEDED,
+                                   detail=f"{len(group.members)} members, limit "
+                                          f"{self.config.max_size}")  # fmt: skip
+                result.extend(self._membership.prepare_rebalance(group, now_ms, cause))
         result.extend(self._consumer.on_loaded(now_ms))
         self._offsets.schedule_expiry(now_ms)
         return result

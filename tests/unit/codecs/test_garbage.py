@@ -18,6 +18,7 @@ from kafkacoord.codecs import (
     record_type_of,
 )
 from kafkacoord.codecs.models import (
+    AdminOffset,
     AvroModel,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -35,6 +36,8 @@ from kafkacoord.codecs.models import (
     ControllerValue,
     DecisionKey,
     DecisionValue,
+    GroupAdminKey,
+    GroupAdminValue,
     GroupMember,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -110,6 +113,12 @@ SAMPLES: dict[RecordType, tuple[AvroModel, AvroModel]] = {
         OffsetCommitValue(42, "meta", T0, 3, None),
     ),
     RecordType.SHARD_LEADER: (ShardLeaderKey(), ShardLeaderValue(4, 2, "inc-2", T0)),
+    RecordType.GROUP_ADMIN: (
+        GroupAdminKey("g", "admin-1:7"),
+        GroupAdminValue(
+            "offsets_committed", T0, "admin-1", "CN=alice", (AdminOffset("orders", 0, 120, 0),)
+        ),
+    ),
     RecordType.CONSUMER_GROUP_METADATA: (
         ConsumerGroupMetadataKey("g"),
         ConsumerGroupMetadataValue(3),

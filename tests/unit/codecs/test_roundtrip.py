@@ -28,6 +28,7 @@ from kafkacoord.codecs import (
     schemas,
 )
 from kafkacoord.codecs.models import (
+    AdminOffset,
     AvroModel,
     Cause,
     ClassicMemberMetadata,
@@ -48,6 +49,9 @@ from kafkacoord.codecs.models import (
     ControllerValue,
     DecisionKey,
     DecisionValue,
+    GroupAdminKey,
+    GroupAdminValue,
+    GroupCause,
     GroupMember,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -92,6 +96,15 @@ texts = st.one_of(
     st.text(max_size=20), st.sampled_from(["", "ünïcødé", "日本語", "🦀🚀", "a\x00b"])
 )
 opt_texts = st.none() | texts
+group_causes = st.builds(
+    GroupCause,
+    kind=texts,
+    member_id=opt_texts,
+    group_instance_id=opt_texts,
+    client_id=opt_texts,
+    client_host=opt_texts,
+    detail=opt_texts,
+)
 blobs = st.binary(max_size=32)
 int_arrays = st.lists(ints, max_size=6).map(tuple)
 str_maps = st.dictionaries(texts, texts, max_size=4)
@@ -145,6 +158,7 @@ KEYS: dict[RecordType, st.SearchStrategy[Any]] = {
     RecordType.GROUP_METADATA: st.builds(GroupMetadataKey, group=texts),
     RecordType.OFFSET_COMMIT: st.builds(OffsetCommitKey, group=texts, topic=texts, partition=ints),
     RecordType.SHARD_LEADER: st.just(ShardLeaderKey()),
+    RecordType.GROUP_ADMIN: st.builds(GroupAdminKey, group=texts, request_id=texts),
     RecordType.REBALANCE: st.just(RebalanceKey()),
     RecordType.DECISION: decisions,
     RecordType.CONSUMER_GROUP_METADATA: st.builds(ConsumerGroupMetadataKey, group=texts),
@@ -224,6 +238,7 @@ VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
         members=st.lists(members, max_size=5).map(tuple),
         protocol=opt_texts,
         leader=opt_texts,
+        cause=st.none() | group_causes,
     ),
     RecordType.OFFSET_COMMIT: st.builds(
         OffsetCommitValue,
@@ -263,7 +278,26 @@ VALUES: dict[RecordType, st.SearchStrategy[Any]] = {
         controller_epoch=ints,
         message=texts,
     ),
-    RecordType.CONSUMER_GROUP_METADATA: st.builds(ConsumerGroupMetadataValue, epoch=ints),
+    RecordType.CONSUMER_GROUP_METADATA: st.builds(
+        ConsumerGroupMetadataValue, epoch=ints, cause=st.none() | group_causes
+    ),
+    RecordType.GROUP_ADMIN: st.builds(
+        GroupAdminValue,
+        action=texts,
+        at_ms=longs,
+        client_id=texts,
+        principal=opt_texts,
+        offsets=st.lists(
+            st.builds(
+                AdminOffset,
+                topic=texts,
+                partition=ints,
+                before=st.none() | longs,
+                after=st.none() | longs,
+            ),
+            max_size=3,
+        ).map(tuple),
+    ),
     RecordType.CONSUMER_GROUP_PARTITION_METADATA: st.builds(
         ConsumerGroupPartitionMetadataValue,
         topics=st.lists(
@@ -338,8 +372,10 @@ def test_strategies_cover_every_record_type() -> None:
 def test_current_versions() -> None:
     # OffsetCommitValue gained leader_epoch in v2, NodeValue roles in v2, PartitionValue the
     # ELR (KIP-966) in v2; both the cause of the decision that wrote them in v3.
+    # Group records their rebalance's cause in v2.
     evolved = {RecordType.OFFSET_COMMIT: 2, RecordType.NODE: 3, RecordType.CONTROLLER: 2,
-               RecordType.PARTITION: 3}  # fmt: skip
+               RecordType.PARTITION: 3, RecordType.GROUP_METADATA: 2,
+               RecordType.CONSUMER_GROUP_METADATA: 2}  # fmt: skip
     for rtype in SPECS:
         assert _newest_key_version(rtype) == 1
         assert _newest_value_version(rtype) == evolved.get(rtype, 1)

@@ -289,7 +289,7 @@ def test_a_consumer_group_rebalance_timeout_that_fails_once_still_fences(
     consumers = d.shard._consumer
     calls = [0]
 
-    def fence(*args: Any) -> Any:
+    def fence(*args: Any, **kwargs: Any) -> Any:
         calls[0] += 1
         raise RuntimeError("injected")
 

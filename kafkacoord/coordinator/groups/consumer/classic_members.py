@@ -10,7 +10,7 @@ cooperative client lists them; an eager one gave them all up before rejoining).
 
 from __future__ import annotations
 
-from kafkacoord.codecs.models import ClassicMemberMetadata, ClassicProtocol
+from kafkacoord.codecs.models import ClassicMemberMetadata, ClassicProtocol, GroupCauseKind
 from kafkacoord.coordinator.groups.consumer_protocol import (
     PROTOCOL_TYPE,
     Assignment,
@@ -174,6 +174,10 @@ class ClassicMembers:
                 error=error,
             )
             results.append(result)
-        records, replies = self._groups.fence_member(group, *gone) if gone else ([], [])
+        records, replies = (
+            self._groups.fence_member(group, *gone, kind=GroupCauseKind.MEMBER_LEFT)
+            if gone
+            else ([], [])
+        )
         replies.append(Reply(ref, "LeaveGroup", body=api.LeaveGroupResponse(members=results)))
         return Result(records, replies)

@@ -34,6 +34,8 @@ from kafkacoord.codecs.models import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
+    GroupCause,
+    GroupCauseKind,
     MemberState,
     SubscribedTopic,
 )
@@ -53,6 +55,7 @@ from .reconciliation import reconcile
 from .records import (
     epoch_record,
     member_assignment_record,
+    member_cause,
     member_metadata_record,
     member_tombstones,
     subscription_metadata_record,
@@ -244,7 +247,8 @@ class ConsumerGroups:
             )
         plan.members[updated.member_id] = updated
         if bump:
-            self._bump(plan)
+            kind = GroupCauseKind.MEMBER_JOINED if new else GroupCauseKind.SUBSCRIPTION_CHANGED
+            self._bump(plan, member_cause(kind, updated))
         elif plan.epoch > plan.target_epoch:
             self._assign(plan)
         reconciled = reconcile(
@@ -399,14 +403,15 @@ class ConsumerGroups:
             topics |= plan.group.subscribed_topics(member, image)
         return {t: image[t] for t in sorted(topics) if t in image}
 
-    def _bump(self, plan: Plan) -> None:
-        """A change of membership or subscription: new metadata, epoch and target."""
+    def _bump(self, plan: Plan, cause: GroupCause) -> None:
+        """A change of membership or subscription: new metadata, epoch (naming ``cause``)
+        and target."""
         metadata = self._subscription_metadata(plan)
         if metadata != plan.group.subscription_metadata:
             plan.records.append(subscription_metadata_record(plan.group.group_id,
                                                              metadata.values()))  # fmt: skip
         plan.epoch += 1
-        plan.records.append(epoch_record(plan.group.group_id, plan.epoch))
+        plan.records.append(epoch_record(plan.group.group_id, plan.epoch, cause))
         self._assign(plan, metadata)
 
     def _assign(self, plan: Plan, metadata: Mapping[str, SubscribedTopic] | None = None) -> None:
@@ -468,21 +473,25 @@ class ConsumerGroups:
                                      pending_revocation=EMPTY)  # fmt: skip
             self._cancel_rebalance_timeout(group.group_id, member.member_id)
             return Result([member_assignment_record(group.group_id, leaving)], [reply])
-        records, hints = self.fence_member(group, member.member_id)
+        records, hints = self.fence_member(group, member.member_id, kind=GroupCauseKind.MEMBER_LEFT)
         return Result(records, [*hints, reply])
 
     def fence_member(
-        self, group: ConsumerGroup, *member_ids: str
+        self, group: ConsumerGroup, *member_ids: str, kind: str, detail: str | None = None
     ) -> tuple[list[Record], list[Reply]]:
-        """The records removing members (the others get one new epoch and target), and
-        the hints to the members that must move."""
+        """The records removing members (the others get one new epoch and target, whose
+        cause is ``kind`` about the first of them), and the hints to the members that must
+        move."""
         plan = self.plan_for(group)
+        if len(member_ids) > 1:
+            detail = f"{len(member_ids)} members" + (f"; {detail}" if detail else "")
+        cause = member_cause(kind, group.members[member_ids[0]], detail)
         for member_id in member_ids:
             plan.records.extend(member_tombstones(group.group_id, member_id))
             del plan.members[member_id]
             plan.targets.pop(member_id, None)
             self._cancel_timers(group.group_id, member_id)
-        self._bump(plan)
+        self._bump(plan, cause)
         return plan.records, self.hints_for(plan, None, released=True)
 
     # ================================================================= timers
@@ -541,7 +550,9 @@ class ConsumerGroups:
             epoch = self._undo.pop(self._rebalance_epochs, (group_id, member_id))
             if epoch != member.member_epoch or member.state is not MemberState.UNREVOKED_PARTITIONS:
                 return Result()
-        records, hints = self.fence_member(group, member_id)
+        detail = "did not revoke its partitions in time" if kind == _REBALANCE else None
+        records, hints = self.fence_member(group, member_id, kind=GroupCauseKind.MEMBER_EXPIRED,
+                                           detail=detail)  # fmt: skip
         return Result(records, hints)
 
     # ================================================================= topic metadata
@@ -561,8 +572,9 @@ class ConsumerGroups:
             if group.is_empty:
                 continue
             plan = self.plan_for(group)
-            if self._subscription_metadata(plan) != group.subscription_metadata:
-                self._bump(plan)
+            metadata = self._subscription_metadata(plan)
+            if metadata != group.subscription_metadata:
+                self._bump(plan, _topics_changed(group.subscription_metadata, metadata))
                 records.extend(plan.records)
                 hints.extend(self.hints_for(plan, None))
         return Result(records, hints)
@@ -730,3 +742,22 @@ def _fenced_instance(
         f"instance id {instance_id!r} of group {group_id!r} belongs to member "
         f"{static.member_id}, not {member_id}",
     )
+
+
+def _topics_changed(
+    before: Mapping[str, SubscribedTopic], after: Mapping[str, SubscribedTopic]
+) -> GroupCause:
+    """The cause of an epoch bumped by broker metadata: each subscribed topic that
+    appeared, went, or changed its partition count (or racks)."""
+    changes: list[str] = []
+    for topic in sorted(before.keys() | after.keys()):
+        old, new = before.get(topic), after.get(topic)
+        if new is None:
+            changes.append(f"{topic} is gone")
+        elif old is None:
+            changes.append(f"{topic} appeared ({new.num_partitions} partitions)")
+        elif old.num_partitions != new.num_partitions:
+            changes.append(f"{topic} {old.num_partitions} -> {new.num_partitions} partitions")
+        elif old != new:
+            changes.append(f"{topic} racks changed")
+    return GroupCause(GroupCauseKind.SUBSCRIBED_TOPIC_CHANGED, detail="; ".join(changes) or None)

@@ -16,6 +16,7 @@ from kafkacoord.codecs.models import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
+    GroupCause,
     SubscribedTopic,
 )
 from kafkacoord.coordinator.runtime.shard import Record
@@ -27,6 +28,7 @@ __all__ = [
     "epoch_record",
     "group_tombstones",
     "member_assignment_record",
+    "member_cause",
     "member_metadata_record",
     "member_tombstones",
     "subscription_metadata_record",
@@ -35,8 +37,16 @@ __all__ = [
 ]
 
 
-def epoch_record(group_id: str, epoch: int) -> Record:
-    return Record(ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(epoch))
+def epoch_record(group_id: str, epoch: int, cause: GroupCause | None = None) -> Record:
+    """The group's new epoch and what bumped it (informational: replay reads the epoch)."""
+    return Record(ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(epoch, cause))
+
+
+def member_cause(kind: str, member: ConsumerMember, detail: str | None = None) -> GroupCause:
+    """A cause about one member: its ids and where it connects from."""
+    return GroupCause(kind, member_id=member.member_id, group_instance_id=member.instance_id,
+                      client_id=member.client_id or None, client_host=member.client_host or None,
+                      detail=detail)  # fmt: skip
 
 
 def subscription_metadata_record(group_id: str, topics: Iterable[SubscribedTopic]) -> Record:
