@@ -7,10 +7,12 @@ tombstones, which replay applies. Nothing here changes state in memory.
 
 from __future__ import annotations
 
+from kafkacoord.codecs.models import AdminOffset, GroupAdminAction
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
+from .audit import admin_records
 from .classic_group import ClassicGroup
 from .consumer import ConsumerGroups
 from .consumer.records import group_tombstones as consumer_group_tombstones
@@ -98,8 +100,9 @@ class GroupAdmin:
             members=members,
         )
 
-    def delete_groups(self, ref: RequestRef, body: api.DeleteGroups) -> Result:
-        """Empty groups go, with their offsets; groups with members stay (NON_EMPTY_GROUP)."""
+    def delete_groups(self, ref: RequestRef, body: api.DeleteGroups, now: int) -> Result:
+        """Empty groups go, with their offsets; groups with members stay (NON_EMPTY_GROUP).
+        Each deletion is audited (:mod:`.audit`)."""
         records: list[Record] = []
         results: list[api.GroupResult] = []
         deleted: set[str] = set()
@@ -114,6 +117,7 @@ class GroupAdmin:
             elif consumer is not None:
                 if consumer.is_empty:
                     deleted.add(group_id)
+                    records.extend(self._audit(ref, group_id, now))
                     records.extend(self._offset_tombstones(group_id))
                     records.extend(consumer_group_tombstones(group_id))
                 else:
@@ -124,11 +128,19 @@ class GroupAdmin:
                 error = ErrorCode.NON_EMPTY_GROUP
             else:
                 deleted.add(group_id)
+                records.extend(self._audit(ref, group_id, now))
                 records.extend(self._offset_tombstones(group_id))
                 records.append(group_metadata_tombstone(group_id))
             results.append(api.GroupResult(group_id=group_id, error=error))
         response = api.DeleteGroupsResponse(results=results)
         return Result(records, [Reply(ref, "DeleteGroups", body=response)])
+
+    def _audit(self, ref: RequestRef, group_id: str, now: int) -> list[Record]:
+        offsets = [
+            AdminOffset(topic, partition, value.offset, None)
+            for (topic, partition), value in sorted(self._offsets.group_offsets(group_id).items())
+        ]
+        return admin_records(group_id, ref, GroupAdminAction.GROUP_DELETED, now, offsets)
 
     def _offset_tombstones(self, group_id: str) -> list[Record]:
         return [

@@ -12,11 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from kafkacoord.codecs.models import AvroModel, OffsetCommitKey, OffsetCommitValue
+from kafkacoord.codecs.models import (
+    AdminOffset,
+    AvroModel,
+    GroupAdminAction,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
+from .audit import admin_records, is_admin_commit
 from .classic_group import ClassicGroup
 from .commit_replies import CommitReplies, Outcomes
 from .config import GroupConfig
@@ -138,7 +145,22 @@ class OffsetManager:
                 )
                 partitions.append((p.partition, ErrorCode.NONE))
             outcomes.append((t.name, partitions))
+        if records and is_admin_commit(body.member_id, body.group_instance_id, body.generation_id):
+            records[:0] = self._commit_audit(ref, body.group_id, records, now)
         return Result(records, [self._replies.reply(ref, outcomes)])
+
+    def _commit_audit(
+        self, ref: RequestRef, group_id: str, records: list[Record], now: int
+    ) -> list[Record]:
+        """The audit of a commit by no member (a reset): each offset before and after."""
+        offsets = []
+        for record in records:
+            key, value = record.key, record.value
+            assert isinstance(key, OffsetCommitKey) and isinstance(value, OffsetCommitValue)
+            before = self.store.get(group_id, key.topic, key.partition)
+            was = None if before is None else before.offset
+            offsets.append(AdminOffset(key.topic, key.partition, was, value.offset))
+        return admin_records(group_id, ref, GroupAdminAction.OFFSETS_COMMITTED, now, offsets)
 
     # ================================================================= OffsetFetch
 
@@ -164,13 +186,13 @@ class OffsetManager:
 
     # ================================================================= OffsetDelete
 
-    def delete(self, ref: RequestRef, body: api.OffsetDelete) -> Result:
+    def delete(self, ref: RequestRef, body: api.OffsetDelete, now: int) -> Result:
         if not body.group_id:
             raise ProtocolError(ErrorCode.INVALID_GROUP_ID, "the group id must not be empty")
         consumer = self._consumer.groups.get(body.group_id)
         if consumer is not None:
             topics = self._consumer.topics
-            return self._delete(ref, body, lambda t: consumer.is_subscribed_to(t, topics))
+            return self._delete(ref, body, lambda t: consumer.is_subscribed_to(t, topics), now)
         group = self._groups.get(body.group_id)
         if group is None or group.state is GroupState.DEAD:
             raise ProtocolError(
@@ -182,12 +204,17 @@ class OffsetManager:
                 f"group {body.group_id!r} is {group.state} and does not use the consumer "
                 "protocol, so its subscriptions are unknown",
             )
-        return self._delete(ref, body, group.is_subscribed_to_topic)
+        return self._delete(ref, body, group.is_subscribed_to_topic, now)
 
     def _delete(
-        self, ref: RequestRef, body: api.OffsetDelete, subscribed_to: Callable[[str], bool]
+        self,
+        ref: RequestRef,
+        body: api.OffsetDelete,
+        subscribed_to: Callable[[str], bool],
+        now: int,
     ) -> Result:
         records: list[Record] = []
+        deleted: list[AdminOffset] = []
         topics: list[api.TopicErrors] = []
         for t in body.topics:
             subscribed = subscribed_to(t.name)
@@ -198,11 +225,16 @@ class OffsetManager:
                         api.PartitionError(partition=p, error=ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
                     )
                     continue
-                if self.store.get(body.group_id, t.name, p) is not None:
+                before = self.store.get(body.group_id, t.name, p)
+                if before is not None:
                     records.append(offset_commit_tombstone(body.group_id, t.name, p))
+                    deleted.append(AdminOffset(t.name, p, before.offset, None))
                 partitions.append(api.PartitionError(partition=p))
             topics.append(api.TopicErrors(name=t.name, partitions=partitions))
         response = api.OffsetDeleteResponse(topics=topics)
+        if records:
+            action = GroupAdminAction.OFFSETS_DELETED
+            records[:0] = admin_records(body.group_id, ref, action, now, deleted)
         return Result(records, [Reply(ref, "OffsetDelete", body=response)])
 
     # ================================================================= expiry

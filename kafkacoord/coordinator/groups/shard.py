@@ -299,13 +299,13 @@ class GroupShard:
         if type(body) is api.OffsetFetch:
             return self._offsets.fetch(ref, body)
         if type(body) is api.OffsetDelete:
-            return self._offsets.delete(ref, body)
+            return self._offsets.delete(ref, body, now)
         if type(body) is api.ListGroups:
             return self._admin.list_groups(ref, body)
         if type(body) is api.DescribeGroups:
             return self._admin.describe_groups(ref, body)
         if type(body) is api.DeleteGroups:
-            return self._admin.delete_groups(ref, body)
+            return self._admin.delete_groups(ref, body, now)
         if type(body) is api.ConsumerGroupDescribe:
             return self._admin.describe_consumer_groups(ref, body)
         raise ProtocolError(ErrorCode.INVALID_REQUEST, f"unhandled api {request.api!r}")

@@ -5,6 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kafkacoord.codecs.models import (
+    AdminOffset,
+    GroupAdminAction,
+    GroupAdminKey,
+    GroupAdminValue,
     GroupMember,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -116,7 +120,20 @@ def test_delete_groups() -> None:
         "nope": ErrorCode.GROUP_ID_NOT_FOUND,
         "": ErrorCode.INVALID_GROUP_ID,
     }
-    assert [(r.key, r.value) for r in d.log[log_len:]] == [
+    written = [(r.key, r.value) for r in d.log[log_len:]]
+    # Each deletion comes after its audit record and that record's tombstone.
+    audits = [(i, k, v) for i, (k, v) in enumerate(written) if isinstance(k, GroupAdminKey)]
+    assert [(i, k.group, v is None) for i, k, v in audits] == [
+        (0, "empty", False), (1, "empty", True), (5, "simple", False), (6, "simple", True)
+    ]  # fmt: skip
+    assert audits[0][1] == audits[1][1] and audits[0][1].request_id.startswith("client:")
+    empty_audit = audits[0][2]
+    assert isinstance(empty_audit, GroupAdminValue)
+    assert empty_audit.action == GroupAdminAction.GROUP_DELETED
+    assert empty_audit.client_id == "client" and empty_audit.principal is None
+    assert empty_audit.at_ms == d.now
+    assert empty_audit.offsets == (AdminOffset("t", 0, 1, None), AdminOffset("u", 2, 3, None))
+    assert [(k, v) for k, v in written if not isinstance(k, GroupAdminKey)] == [
         (OffsetCommitKey("empty", "t", 0), None),
         (OffsetCommitKey("empty", "u", 2), None),
         (GroupMetadataKey("empty"), None),

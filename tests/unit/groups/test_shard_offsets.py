@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
+from kafkacoord.codecs.models import (
+    AdminOffset,
+    GroupAdminAction,
+    GroupAdminKey,
+    GroupAdminValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
 from kafkacoord.coordinator.groups.config import GroupConfig
 from kafkacoord.coordinator.groups.state import GroupState
 from kafkacoord.coordinator.protocol import ErrorCode
@@ -46,12 +53,19 @@ def test_standalone_commit_creates_simple_group() -> None:
     reply = d.call(commit_body(G, {("t", 0): 5, ("t", 1): 7, ("u", 0): 1}, metadata="m"))
     assert reply.error is ErrorCode.NONE
     assert set(partition_errors(reply).values()) == {ErrorCode.NONE}
-    assert [r.key for r in d.log] == [
+    # A commit by no member is how an admin resets offsets: audited, then tombstoned.
+    audit_key = d.log[0].key
+    assert isinstance(audit_key, GroupAdminKey) and d.log[1] == Record(audit_key, None)
+    assert d.log[0].value == GroupAdminValue(
+        GroupAdminAction.OFFSETS_COMMITTED, d.now, "client", None,
+        (AdminOffset("t", 0, None, 5), AdminOffset("t", 1, None, 7), AdminOffset("u", 0, None, 1)),
+    )  # fmt: skip
+    assert [r.key for r in d.log[2:]] == [
         OffsetCommitKey(G, "t", 0),
         OffsetCommitKey(G, "t", 1),
         OffsetCommitKey(G, "u", 0),
     ]
-    value = d.log[0].value
+    value = d.log[2].value
     assert value == OffsetCommitValue(5, "m", d.now, -1, None)
     group = d.shard.group(G)
     assert group is not None and group.is_simple and group.state is GroupState.EMPTY
@@ -223,7 +237,13 @@ def test_offset_delete_on_empty_group() -> None:
     assert reply.error is ErrorCode.NONE
     assert partition_errors(reply) == {("t", 0): ErrorCode.NONE, ("t", 7): ErrorCode.NONE}
     assert d.log[-1].key == OffsetCommitKey(G, "t", 0) and d.log[-1].value is None
-    assert len(d.log) == 3  # no tombstone for the partition without an offset
+    # The commit's audit and tombstone, its two offsets, then this delete's audit and
+    # tombstone and one tombstone: none for the partition without an offset.
+    assert len(d.log) == 7
+    audit = d.log[-3].value
+    assert isinstance(audit, GroupAdminValue) and d.log[-2].value is None
+    assert audit.action == GroupAdminAction.OFFSETS_DELETED
+    assert audit.offsets == (AdminOffset("t", 0, 5, None),)
     assert sorted(d.shard.committed_offsets(G)) == [("t", 1)]
 
 
