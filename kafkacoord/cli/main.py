@@ -15,6 +15,7 @@ from kafkacoord.cli import (
     acls,
     console,
     explain,
+    explain_group,  # noqa: F401  (registers explain group)
     group_reset,  # noqa: F401  (registers groups reset-offsets)
     groups,
     leaders,

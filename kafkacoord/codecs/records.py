@@ -287,6 +287,13 @@ def partition_key_prefix(topic: str) -> bytes:
     return _PARTITION_KEY_HEADER + write_string(topic)
 
 
+def group_key_prefix(rtype: RecordType, group: str) -> bytes:
+    """The bytes every key of ``rtype`` naming ``group`` starts with, for the record
+    types whose key starts with the group (their header, then Avro's group string, its
+    length first). Readers of one group's records filter raw keys on it."""
+    return bytes((rtype, _CODECS[rtype].key_current.number)) + write_string(group)
+
+
 _T = TypeVar("_T")
 
 

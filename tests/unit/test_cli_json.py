@@ -36,7 +36,7 @@ def valid(name: str, document: Any) -> Any:
 
 def test_every_schema_is_a_valid_2020_12_schema() -> None:
     names = sorted(p.name for p in SCHEMAS.iterdir() if p.name.endswith(".json"))
-    assert len(names) == 14
+    assert len(names) == 15
     for name in names:
         Draft202012Validator.check_schema(json.loads(SCHEMAS.joinpath(name).read_text()))
 
@@ -161,3 +161,32 @@ def test_a_partitions_explanation_as_json() -> None:
     assert moved["changes"]["leader"] == [1, 2] and moved["rule"] == "offline"
     deleted = answer["decisions"][-1]
     assert deleted["changes"] == {} and deleted["cause"] == "deleted"
+
+
+def test_a_groups_explanation_as_json() -> None:
+    from kafkacoord.cli.explain_group import explain_group_document
+    from kafkacoord.client.group_explanations import explain_group
+    from kafkacoord.coordinator.protocol import group_api as gapi
+    from tests.unit.groups.groupdriver import Driver, commit_body, join_body
+
+    d = Driver()
+    a, b = d.form_group("g", 2)
+    d.call(gapi.LeaveGroup(group_id="g", members=[gapi.MemberIdentity(member_id=b.member_id)]))
+    d.sync_all("g", [d.join_response(d.request(join_body("g", a.member_id)))], {"t": 3})
+    d.call(gapi.LeaveGroup(group_id="g", members=[gapi.MemberIdentity(member_id=a.member_id)]))
+    d.call(commit_body("g", {("t", 0): 7}))
+    d.call(gapi.DeleteGroups(groups=["g"]))
+    steps = explain_group((i, d.now, r.key, r.value) for i, r in enumerate(d.log))
+    answer = valid("explain-group", explain_group_document("g", steps))
+    assert answer["group"] == "g"
+    kinds = [s["kind"] for s in answer["steps"]]
+    assert kinds == ["rebalance", "rebalance", "rebalance", "admin", "admin", "deleted"]
+    left = answer["steps"][1]
+    assert left["generation"] == [1, 2] and left["members"] == [2, 1]
+    assert left["cause"]["kind"] == "member_left" and left["cause"]["member_id"] == b.member_id
+    reset, deleted = answer["steps"][3]["admin"], answer["steps"][4]["admin"]
+    assert reset["action"] == "offsets_committed" and reset["principal"] is None
+    assert reset["offsets"] == [{"topic": "t", "partition": 0, "before": None, "after": 7}]
+    assert deleted["action"] == "group_deleted" and deleted["offsets"][0]["before"] == 7
+    with pytest.raises(ValidationError):
+        validator("explain-group").validate({**answer, "steps": [{**left, "kind": "other"}]})
