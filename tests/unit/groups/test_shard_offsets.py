@@ -14,7 +14,7 @@ from kafkacoord.coordinator.groups.config import GroupConfig
 from kafkacoord.coordinator.groups.state import GroupState
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as api
-from kafkacoord.coordinator.runtime.shard import Record, Reply
+from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, RequestRef
 
 from .groupdriver import DELAY, Driver, commit_body, join_body, partition_errors
 
@@ -284,3 +284,29 @@ def test_offset_delete_while_consumer_group_has_no_generation_yet() -> None:
     # subscribed (Kafka).
     reply = delete_offsets(d, {"x": [0]})
     assert partition_errors(reply) == {("x", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC}
+
+
+def test_an_admin_reset_names_the_callers_principal_and_each_offset_before() -> None:
+    d = Driver()
+    d.call(commit_body(G, {("t", 0): 120}))
+    mark = len(d.log)
+    ref = RequestRef("admin-cli", 41, None, principal="CN=alice,O=ops")
+    d.apply(d.shard.handle(Request(ref, "OffsetCommit", commit_body(G, {("t", 0): 0})), d.now))
+    audit, tombstone, commit = d.log[mark:]
+    assert audit.key == tombstone.key == GroupAdminKey(G, "admin-cli:41")
+    reset = (AdminOffset("t", 0, 120, 0),)
+    action = GroupAdminAction.OFFSETS_COMMITTED
+    assert audit.value == GroupAdminValue(action, d.now, "admin-cli", "CN=alice,O=ops", reset)
+    assert tombstone.value is None and commit.key == OffsetCommitKey(G, "t", 0)
+    # History only: a load rebuilds the same offsets with or without the audit records.
+    without = [r for r in d.log if not isinstance(r.key, GroupAdminKey)]
+    assert d.reload().committed_offsets(G) == d.reload(without).committed_offsets(G)
+    assert not any(isinstance(r.key, GroupAdminKey) for r in d.folded())
+
+
+def test_a_members_commit_is_not_audited() -> None:
+    d = Driver()
+    [m] = d.form_group(G, 1)
+    mark = len(d.log)
+    d.call(commit_body(G, {("t", 0): 5}, member_id=m.member_id, generation=m.generation))
+    assert [type(r.key) for r in d.log[mark:]] == [OffsetCommitKey]
