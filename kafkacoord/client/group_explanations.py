@@ -51,6 +51,8 @@ def cause_words(c: GroupCause | None) -> str:
         return f"subscribed topics changed{detail}"
     if c.kind == K.GROUP_MAX_SIZE_EXCEEDED:
         return f"the group is over its maximum size{detail}"
+    if c.kind == K.PROTOCOL_UPGRADED:
+        return f"the classic group became a consumer group{detail}"
     if c.member_id is None:
         return c.kind.replace("_", " ") + detail
     member = _member(c)
@@ -191,7 +193,9 @@ class _Reader:
                                     key.request_id, text))  # fmt: skip
 
     def _deleted(self, offset: int, time_ms: int, protocol: str) -> None:
-        text = f"{clock(time_ms)} the group's record was deleted"
+        # Deleted by an admin (its audit step comes first), expired with its last
+        # offset, or a classic group upgraded to the consumer protocol.
+        text = f"{clock(time_ms)} the {protocol} group's record was removed"
         self.steps.append(GroupStep(offset, time_ms, "deleted", protocol, None, None, None, None,
                                     None, text))  # fmt: skip
 

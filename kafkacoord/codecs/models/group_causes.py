@@ -46,6 +46,7 @@ class GroupCauseKind:
     SUBSCRIBED_TOPIC_CHANGED: Final = "subscribed_topic_changed"
     GROUP_MAX_SIZE_EXCEEDED: Final = "group_max_size_exceeded"
     MEMBER_REMOVED: Final = "member_removed"  # an admin removed it (LeaveGroup by instance id)
+    PROTOCOL_UPGRADED: Final = "protocol_upgraded"  # a classic group became a consumer group
 
 
 @dataclass(frozen=True, slots=True)

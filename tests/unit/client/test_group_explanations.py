@@ -57,6 +57,8 @@ C2 = GroupCause(K.MEMBER_LEFT, member_id="c2-1", client_id="c2", client_host="/1
          "subscribed topics changed (t 6 -> 8 partitions)"),
         (GroupCause(K.GROUP_MAX_SIZE_EXCEEDED, detail="3 members, limit 2"),
          "the group is over its maximum size (3 members, limit 2)"),
+        (GroupCause(K.PROTOCOL_UPGRADED, detail="from classic generation 3"),
+         "the classic group became a consumer group (from classic generation 3)"),
         (GroupCause("a_future_kind"), "a future kind"),
         (GroupCause("a_future_kind", member_id="m"), "a future kind: member m"),
         (None, NOT_RECORDED),
@@ -112,7 +114,7 @@ def test_classic_steps_with_and_without_causes_and_an_admin_action() -> None:
         f"11:06:40 generation 4, 2 members: {NOT_RECORDED}",
         "11:08:11 generation 4 → 5, 2 → 1 member: member c2-1 (client c2, /127.0.0.1) left",
         "11:11:40 offsets reset by User:alice (request adm:7): orders-0 120 → 0",
-        "11:13:20 the group's record was deleted",
+        "11:13:20 the classic group's record was removed",
     ]
     assert [s.kind for s in steps] == ["rebalance", "rebalance", "admin", "deleted"]
     assert steps[1].generation == (4, 5) and steps[1].members == (2, 1) and steps[1].cause == C2

@@ -161,3 +161,16 @@ def test_a_consumer_members_expired_session_and_a_topics_partition_count() -> No
     causes = [e.cause for e in epochs(d, mark)]
     assert [(c.kind, c.member_id) for c in causes if c] == [(GroupCauseKind.MEMBER_EXPIRED, "b")]
     assert set(consumer_group(d, G).members) == {"a"}
+
+
+def test_an_upgrade_names_itself_then_the_member_that_joined() -> None:
+    d = driver_with(t=6)
+    d.form_group(G, 2)
+    mark = len(d.log)
+    Consumer(d, G, "k1").ok()
+    upgraded, joined = epochs(d, mark)
+    assert upgraded.epoch == 1 and upgraded.cause == GroupCause(
+        GroupCauseKind.PROTOCOL_UPGRADED, detail="from classic generation 1"
+    )
+    assert joined.epoch == 2 and joined.cause is not None
+    assert (joined.cause.kind, joined.cause.member_id) == (GroupCauseKind.MEMBER_JOINED, "k1")

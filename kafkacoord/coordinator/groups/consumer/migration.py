@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from kafkacoord.codecs.models import (
     ClassicMemberMetadata,
     ClassicProtocol,
+    GroupCause,
+    GroupCauseKind,
     MemberState,
     SubscribedTopic,
 )
@@ -88,7 +90,9 @@ def convert_classic_group(
         records.append(member_assignment_record(group_id, member))
     metadata = [topics[t] for t in sorted(subscribed) if t in topics]
     records.append(subscription_metadata_record(group_id, metadata))
-    records.append(epoch_record(group_id, generation))
+    upgraded = GroupCause(GroupCauseKind.PROTOCOL_UPGRADED,
+                          detail=f"from classic generation {generation}")  # fmt: skip
+    records.append(epoch_record(group_id, generation, upgraded))
     records.append(target_epoch_record(group_id, generation))
     group = ConsumerGroup(group_id)
     for record in records[1:]:
