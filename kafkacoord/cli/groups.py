@@ -51,6 +51,7 @@ def group_session(
             topic_prefix=settings.topic_prefix,
             offsets_partitions=settings.offsets_partitions,
             tls=settings.client_tls(),
+            timeout_s=settings.request_timeout_ms / 1000,
         ) as admin:
             yield admin, servers
     except RequestError as exc:
