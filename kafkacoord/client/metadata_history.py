@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from confluent_kafka.admin._config import ConfigResource
 
-from kafkacoord.codecs import RecordType
+from kafkacoord.codecs import RecordType, encode_key, record_type_of
 from kafkacoord.codecs.models import (
     DecisionKey,
     DecisionValue,
@@ -110,9 +110,12 @@ def partition_history(
     """The partition's records in order, explained; those before ``since_ms`` only set
     the state the first one after it changed."""
     key = PartitionKey(topic, partition)
+    raw_key = encode_key(key)
+    # Only this partition's records and the decisions are decoded: at a million
+    # partitions nearly every record in the window is another partition's.
     read = read_log(
         bootstrap, topics.metadata, client_id="kafkacoord-explain",
-        allowed=frozenset({RecordType.PARTITION, RecordType.DECISION}),
+        wants=lambda raw: raw == raw_key or record_type_of(raw) is RecordType.DECISION,
     )  # fmt: skip
     decisions: dict[DecisionKey, DecisionValue] = {}
     values: list[tuple[int, int, PartitionValue | None]] = []
