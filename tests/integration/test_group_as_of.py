@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
 from kafkacoord.cli.main import app
@@ -53,7 +55,11 @@ def cli(env: dict[str, str], *args: str, code: int = 0) -> str:
 
 
 def describe(env: dict[str, str], group: str, *args: str) -> dict[str, Any]:
-    return dict(json.loads(cli(env, "groups", "describe", "-g", group, *args, "-o", "json")))
+    """``groups describe -o json``, validated against its published schema."""
+    document = json.loads(cli(env, "groups", "describe", "-g", group, *args, "-o", "json"))
+    text = resources.files("kafkacoord.cli").joinpath("schemas/groups-describe.json").read_text()
+    Draft202012Validator(json.loads(text)).validate(document)
+    return dict(document)
 
 
 def test_describe_as_of_shows_the_offsets_members_and_ends_then(
