@@ -11,7 +11,7 @@ producer's clock that ran backwards makes the answer approximate, as Kafka's is.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -20,7 +20,9 @@ from .broker_profile import broker_profile
 from .errors import BrokerUnavailableError
 from .watermarks import EndOffsetProbe, Offsets, TopicPartitionKey
 
-__all__ = ["log_end_offsets_at"]
+__all__ = ["RecordAt", "first_after", "log_end_offsets_at"]
+
+RecordAt = Callable[[int], tuple[int, int] | None]
 
 
 def log_end_offsets_at(
@@ -40,10 +42,11 @@ def log_end_offsets_at(
             listed = _offsets_for_times(probe.consumer, tps, instant_ms + 1, timeout_s)
             return {tp: ends[tp] if listed[tp] < 0 else listed[tp] for tp in tps}
         starts, consumer = probe.earliest(tps), probe.consumer
-        return {
-            tp: _first_after(consumer, tp, starts[tp], ends[tp], instant_ms, timeout_s=timeout_s)
-            for tp in tps
-        }
+
+        def reader(tp: TopicPartitionKey) -> RecordAt:
+            return lambda offset: _record_at_or_after(consumer, tp, offset, timeout_s)
+
+        return {tp: first_after(reader(tp), starts[tp], ends[tp], instant_ms) for tp in tps}
 
 
 def _offsets_for_times(
@@ -55,16 +58,15 @@ def _offsets_for_times(
     return {(tp.topic, tp.partition): tp.offset for tp in answered}
 
 
-def _first_after(
-    consumer: Consumer, tp: TopicPartitionKey, start: int, end: int, instant_ms: int, *,
-    timeout_s: float,
-) -> int:  # fmt: skip
-    """Bisect [start, end) for the first record stamped after ``instant_ms``; ``end`` if
-    none. Offsets with no record (compacted, transaction markers) are skipped over."""
+def first_after(record_at: RecordAt, start: int, end: int, instant_ms: int) -> int:
+    """Bisect [start, end) for the offset of the first record stamped after
+    ``instant_ms``; ``end`` if none. ``record_at(offset)`` is the offset and time of the
+    first record at or after ``offset`` (None past the last): offsets with no record
+    (compacted away, transaction markers) are stepped over."""
     low, high, first = start, end, end
     while low < high:
         middle = (low + high) // 2
-        found = _record_at_or_after(consumer, tp, middle, timeout_s)
+        found = record_at(middle)
         if found is None or found[1] > instant_ms:
             high = middle  # nothing in [middle, found) exists
             if found is not None:
