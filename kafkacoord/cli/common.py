@@ -115,7 +115,7 @@ def admin_session(
     try:
         with ControllerAdmin(
             settings.kafka_bootstrap(settings.bootstrap or ""), settings.topics,
-            tls=settings.client_tls(),
+            tls=settings.client_tls(), timeout_s=settings.request_timeout_ms / 1000,
         ) as admin:  # fmt: skip
             yield admin
     except RequestError as exc:

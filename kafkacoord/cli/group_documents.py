@@ -6,17 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from kafkacoord.cli.common import ExitCode, fail
-from kafkacoord.client import GroupAdmin
+from kafkacoord.cli.group_sources import GroupSource
 from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.storage.watermarks import log_end_offsets
 
 
-def group_document(admin: GroupAdmin, servers: str, group: str) -> dict[str, Any]:
-    """``groups describe --output json``: the group, its members and its offsets."""
+def group_document(source: GroupSource, group: str) -> dict[str, Any]:
+    """``groups describe --output json``: the group, its members and its offsets (now,
+    or as of the source's instant)."""
+    admin = source.reads
     [consumer] = admin.describe_consumer_groups([group])
-    document: dict[str, Any] = {"group": group, "coordinator_shard": admin.channel.shard_of(group)}
+    document: dict[str, Any] = {"group": group, "coordinator_shard": source.shard}
     members: list[dict[str, Any]] = []
     if consumer.error is ErrorCode.NONE and consumer.state != "Dead":
         document.update(type="Consumer", state=consumer.state,
@@ -33,7 +34,7 @@ def group_document(admin: GroupAdmin, servers: str, group: str) -> dict[str, Any
     else:
         [described] = admin.describe_groups([group])
         if described.error is not ErrorCode.NONE or described.state == "Dead":
-            fail(f"Consumer group '{group}' does not exist.", ExitCode.NOT_FOUND)
+            fail(f"Consumer group '{group}' does not exist{source.when}.", ExitCode.NOT_FOUND)
         document.update(type="Classic", state=described.state,
                         assignment_strategy=described.protocol or None,
                         group_epoch=None, assignment_epoch=None)  # fmt: skip
@@ -49,7 +50,7 @@ def group_document(admin: GroupAdmin, servers: str, group: str) -> dict[str, Any
     owners = {(a["topic"], a["partition"]): m for m in members for a in m["assignment"]}
     committed = admin.committed(group)
     partitions = sorted(set(committed) | set(owners))
-    ends = log_end_offsets(servers, partitions) if partitions else {}
+    ends = source.ends(partitions) if partitions else {}
     offsets = []
     for tp in partitions:
         current = committed[tp].offset if tp in committed else None

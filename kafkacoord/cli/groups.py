@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from kafkacoord.cli.as_of import WarehouseOption
 from kafkacoord.cli.common import (
     BootstrapOption,
     ConfigOption,
@@ -20,6 +21,7 @@ from kafkacoord.cli.common import (
 )
 from kafkacoord.cli.completion import complete_groups, complete_topics
 from kafkacoord.cli.group_documents import group_document
+from kafkacoord.cli.group_sources import GroupSource, as_of_source, live_source
 from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
 from kafkacoord.cli.render import table
 from kafkacoord.client import GroupAdmin
@@ -28,7 +30,6 @@ from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.storage.errors import StorageError
-from kafkacoord.storage.watermarks import log_end_offsets
 
 groups_app = typer.Typer(
     help="List, describe, delete groups and manage their offsets.", no_args_is_help=True
@@ -51,6 +52,7 @@ def group_session(
             topic_prefix=settings.topic_prefix,
             offsets_partitions=settings.offsets_partitions,
             tls=settings.client_tls(),
+            timeout_s=settings.request_timeout_ms / 1000,
         ) as admin:
             yield admin, servers
     except RequestError as exc:
@@ -103,26 +105,52 @@ def groups_describe(
     verbose: Annotated[
         bool, typer.Option("--verbose", help="With --members: assignments.")
     ] = False,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            help="The group at that instant, read from its shard of the offsets log: "
+            "ISO-8601 (2026-11-28T03:12:00Z) or relative (-15m, -2h).",
+        ),
+    ] = None,
+    warehouse: WarehouseOption = None,
     output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
 ) -> None:
     """Describe a group with kafka-consumer-groups' columns (as JSON: state, members and
-    offsets in one document, whatever the flags)."""
+    offsets in one document, whatever the flags); with --as-of, as it stood then."""
+    if as_of is not None:
+        settings = resolve_settings(config, bootstrap, kafka_config)
+        kafka = settings.kafka_bootstrap(settings.bootstrap or "")
+        try:
+            source = as_of_source(kafka, settings.topics, group, as_of, warehouse)
+            _describe(source, group, members, state, verbose, output)
+        except (TimeoutError, StorageError) as exc:
+            fail(str(exc), ExitCode.UNREACHABLE)
+        return
     with group_session(config, bootstrap, kafka_config) as (admin, servers):
-        if output is OutputFormat.json:
-            print_json(group_document(admin, servers, group))
-            return
-        [consumer] = admin.describe_consumer_groups([group])
-        if consumer.error is ErrorCode.NONE and (state or members):
-            _describe_consumer_group(consumer, admin.channel.shard_of(group), members, verbose)
-            return
-        [described] = admin.describe_groups([group])
-        if described.error is not ErrorCode.NONE or described.state == "Dead":
-            fail(f"Consumer group '{group}' does not exist.", ExitCode.NOT_FOUND)
-        committed = admin.committed(group) if not (members or state) else {}
-        shard = admin.channel.shard_of(group)
+        _describe(live_source(admin, servers, group), group, members, state, verbose, output)
+
+
+def _describe(
+    source: GroupSource, group: str, members: bool, state: bool, verbose: bool,
+    output: OutputFormat,
+) -> None:  # fmt: skip
+    if output is OutputFormat.json:
+        print_json(group_document(source, group))
+        return
+    admin = source.reads
+    [consumer] = admin.describe_consumer_groups([group])
+    if consumer.error is ErrorCode.NONE and (state or members):
+        _describe_consumer_group(consumer, source.shard, members, verbose)
+        return
+    [described] = admin.describe_groups([group])
+    if described.error is not ErrorCode.NONE or described.state == "Dead":
+        fail(f"Consumer group '{group}' does not exist{source.when}.", ExitCode.NOT_FOUND)
+    committed = admin.committed(group) if not (members or state) else {}
+    shard = source.shard
     rows: list[tuple[str, ...]]
     if state:
         rows = [
@@ -163,7 +191,7 @@ def groups_describe(
         for tp in assigned_partitions(m.assignment):
             owners[tp] = (m.member_id, m.client_host, m.client_id)
     partitions = sorted(set(committed) | set(owners))
-    ends = log_end_offsets(servers, partitions) if partitions else {}
+    ends = source.ends(partitions) if partitions else {}
     rows = [
         (
             "GROUP",
@@ -196,7 +224,9 @@ def groups_describe(
             )
         )
     if len(rows) == 1:
-        typer.echo(f"Consumer group '{group}' has no active members and no committed offsets.")
+        typer.echo(
+            f"Consumer group '{group}' has no active members and no committed offsets{source.when}."
+        )
         return
     print_rows(rows)
 

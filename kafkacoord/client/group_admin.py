@@ -81,7 +81,7 @@ class GroupAdmin:
                     consumer.append(group.group_id)
                 else:
                     described.append(group)
-        described.extend(_as_classic(c) for c in self.describe_consumer_groups(consumer))
+        described.extend(as_classic(c) for c in self.describe_consumer_groups(consumer))
         return sorted(described, key=lambda group: group.group_id)
 
     def describe_consumer_groups(self, groups: Collection[str]) -> list[g.DescribedConsumerGroup]:
@@ -169,7 +169,7 @@ class GroupAdmin:
         self.close()
 
 
-def _as_classic(group: g.DescribedConsumerGroup) -> g.DescribedGroup:
+def as_classic(group: g.DescribedConsumerGroup) -> g.DescribedGroup:
     if group.error is not ErrorCode.NONE:
         return g.DescribedGroup(group_id=group.group_id, error=group.error, state="Dead",
                                 protocol_type="", protocol="")  # fmt: skip

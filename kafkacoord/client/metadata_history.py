@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from confluent_kafka.admin._config import ConfigResource
 
-from kafkacoord.codecs import RecordType
+from kafkacoord.codecs import RecordType, encode_key, record_type_of
 from kafkacoord.codecs.models import (
     DecisionKey,
     DecisionValue,
@@ -39,6 +39,11 @@ __all__ = [
 ]
 
 
+EARLIER_FROM_WAREHOUSE = (
+    "Earlier instants need a views warehouse (kafkacoord views run): pass it as --warehouse"
+)
+
+
 class HistoryUnavailableError(Exception):
     """The instant is older than what the log is known to hold."""
 
@@ -50,9 +55,18 @@ class Window:
     window_ms: int
     reported: bool  # False: the broker did not report the topic's setting (the default)
 
-    def check(self, instant_ms: int, now_ms: int, read: LogRead) -> None:
+    def check(
+        self,
+        instant_ms: int,
+        now_ms: int,
+        read: LogRead,
+        *,
+        topic: str = "the metadata topic",
+        earlier: str = EARLIER_FROM_WAREHOUSE,
+    ) -> None:
         """Raise unless the state at ``instant_ms`` is exact: inside the window, or before
-        the log's first record when that is still at offset 0 (nothing existed yet)."""
+        the log's first record when that is still at offset 0 (nothing existed yet).
+        ``earlier`` tells where older instants are answered."""
         if instant_ms >= now_ms - self.window_ms:
             return
         first = read.first_timestamp_ms
@@ -61,9 +75,8 @@ class Window:
         setting = "" if self.reported else ", as configured"
         raise HistoryUnavailableError(
             f"history in the log is exact from {format_instant(now_ms - self.window_ms)} "
-            f"(the last {_span(self.window_ms)}: min.compaction.lag.ms of the metadata "
-            f"topic{setting}); {format_instant(instant_ms)} is older. Earlier instants need "
-            "a views warehouse (kafkacoord views run): pass it as --warehouse"
+            f"(the last {_span(self.window_ms)}: min.compaction.lag.ms of {topic}"
+            f"{setting}); {format_instant(instant_ms)} is older. {earlier}"
         )
 
 
@@ -110,9 +123,12 @@ def partition_history(
     """The partition's records in order, explained; those before ``since_ms`` only set
     the state the first one after it changed."""
     key = PartitionKey(topic, partition)
+    raw_key = encode_key(key)
+    # Only this partition's records and the decisions are decoded: at a million
+    # partitions nearly every record in the window is another partition's.
     read = read_log(
         bootstrap, topics.metadata, client_id="kafkacoord-explain",
-        allowed=frozenset({RecordType.PARTITION, RecordType.DECISION}),
+        wants=lambda raw: raw == raw_key or record_type_of(raw) is RecordType.DECISION,
     )  # fmt: skip
     decisions: dict[DecisionKey, DecisionValue] = {}
     values: list[tuple[int, int, PartitionValue | None]] = []

@@ -42,6 +42,7 @@ from kafkacoord.storage.errors import StorageError
 from . import pages
 from .auth import LoginLimiter, Sessions, Users
 from .cluster import ClusterAccess, WritesOffError
+from .lag import LagHistory
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -461,6 +462,9 @@ class Console:
         return 200, self._render("groups.html", request, rows=rows, error=error)
 
     def _group(self, request: _Request, group: str, **extra: Any) -> tuple[int, str]:
+        as_of = _query(request, "as_of")
+        if as_of:
+            return self._group_as_of(request, group, as_of)
         try:
             view = self.access.group(group)
         except _READ_ERRORS as exc:
@@ -471,6 +475,27 @@ class Console:
         topics = sorted({o["topic"] for o in page["offsets"]})
         return 200, self._render("group.html", request, page=page, topics=topics,
                                  modes=RESET_MODES, warehouse=self.warehouse, **extra)  # fmt: skip
+
+    def _group_as_of(self, request: _Request, group: str, as_of: str) -> tuple[int, str]:
+        """The group as of an instant, replayed from its shard of the offsets log: no
+        lag status (the samples are of now) and no actions (they change the present)."""
+        now_ms = int(time.time() * 1000)
+        try:
+            instant = parse_instant(as_of, now_ms)
+            view = self.access.group_as_of(group, instant, now_ms)
+        except ValueError as exc:
+            raise ConsoleHttpError(400, f"as of: {exc}") from exc
+        except HistoryUnavailableError as exc:
+            raise ConsoleHttpError(404, str(exc)) from exc
+        except _READ_ERRORS as exc:
+            raise ConsoleHttpError(503, f"group {group!r} unavailable: {exc}") from exc
+        when = format_instant(instant)
+        if view is None:
+            raise ConsoleHttpError(404, f"group {group!r} did not exist at {when}")
+        page = pages.group_page(view, LagHistory())
+        return 200, self._render("group.html", request, page=page, topics=[], modes=RESET_MODES,
+                                 warehouse=self.warehouse, as_of=when,
+                                 as_of_text=as_of)  # fmt: skip
 
     # -- writes --------------------------------------------------------------------------
 

@@ -9,15 +9,18 @@ with the CLI's errors.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.client.group_admin import GroupAdmin
+from kafkacoord.client.group_history import GroupAsOf, group_as_of
 from kafkacoord.client.offset_reset import ResetMode, reset_plan
 from kafkacoord.coordinator.groups.consumer_protocol import assigned_partitions
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.coordinator.protocol.controller_api import PartitionResult
+from kafkacoord.storage.ends_at import log_end_offsets_at
 from kafkacoord.storage.errors import StorageError
 from kafkacoord.storage.topics import InternalTopics
 from kafkacoord.storage.watermarks import EndOffsetProbe
@@ -113,16 +116,18 @@ class ClusterAccess:
             return self._probe.latest(partitions)
 
     def group(self, group_id: str) -> GroupView | None:
-        [described] = self.groups.describe_groups([group_id])
-        if described.error is not ErrorCode.NONE or described.state == "Dead":
-            return None
-        committed = self.committed(group_id)
-        owned = {tp for m in described.members for tp in assigned_partitions(m.assignment)}
-        try:
-            ends = self.ends(sorted(set(committed) | owned))
-        except StorageError as exc:
-            return GroupView(described, committed, {}, f"log end offsets unavailable: {exc}")
-        return GroupView(described, committed, ends)
+        return _view(group_id, self.groups, self.ends)
+
+    def group_as_of(self, group_id: str, instant_ms: int, now_ms: int) -> GroupView | None:
+        """The group at ``instant_ms``, from its shard of the offsets log (as ``groups
+        describe --as-of``); HistoryUnavailableError before the log's history window."""
+        topics = replace(self.topics, offsets_partitions=self.groups.channel.partitions)
+        past = group_as_of(self.bootstrap, topics, group_id, instant_ms, now_ms)
+
+        def ends(partitions: list[TP]) -> dict[TP, int]:
+            return log_end_offsets_at(self.bootstrap, partitions, instant_ms)
+
+        return _view(group_id, past, ends)
 
     # -- writes (the CLI's admin calls) --------------------------------------------------
 
@@ -190,3 +195,18 @@ def _failures(results: list[PartitionResult], *fine: ErrorCode) -> dict[TP, str]
         for r in results
         if r.error is not ErrorCode.NONE and r.error not in fine
     }
+
+
+def _view(
+    group_id: str, reads: GroupAdmin | GroupAsOf, ends: Callable[[list[TP]], dict[TP, int]]
+) -> GroupView | None:
+    [described] = reads.describe_groups([group_id])
+    if described.error is not ErrorCode.NONE or described.state == "Dead":
+        return None
+    committed = {tp: p.offset for tp, p in reads.committed(group_id).items()}
+    owned = {tp for m in described.members for tp in assigned_partitions(m.assignment)}
+    try:
+        found = ends(sorted(set(committed) | owned))
+    except StorageError as exc:
+        return GroupView(described, committed, {}, f"log end offsets unavailable: {exc}")
+    return GroupView(described, committed, found)

@@ -81,6 +81,11 @@ class Settings(BaseSettings):
         description="A request frame must arrive whole this long after its first byte, or "
         "its connection is closed (no Kafka equivalent).",
     )  # fmt: skip
+    request_timeout_ms: int = Field(
+        30_000, ge=100,
+        description="How long a command waits for the daemon's answer before it gives up "
+        "with exit code 5 (the admin tools' default.api.timeout.ms).",
+    )  # fmt: skip
     tls_handshake_timeout_ms: int = Field(
         10_000, ge=100, description="A TLS handshake must finish this soon, or it is closed."
     )

@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -243,9 +244,15 @@ def test_exit_codes_say_what_went_wrong(daemon: None, env: dict[str, str]) -> No
 
 
 def test_no_daemon_is_unreachable(bootstrap: str, prefix: str) -> None:
-    # The broker answers, but no daemon does: the request times out (30 s).
-    env = {"KAFKACOORD_BOOTSTRAP": bootstrap, "KAFKACOORD_TOPIC_PREFIX": prefix}
+    # The broker answers, but no daemon does: the request times out, after the
+    # request_timeout_ms asked for rather than the default 30 s.
+    env = {"KAFKACOORD_BOOTSTRAP": bootstrap, "KAFKACOORD_TOPIC_PREFIX": prefix,
+           "KAFKACOORD_REQUEST_TIMEOUT_MS": "3000"}  # fmt: skip
+    started = time.monotonic()
     done = cli(env, "topics", "create", "--topic", "orders", "--partitions", "1")
+    assert done.returncode == ExitCode.UNREACHABLE, done.stderr[-2000:]
+    assert time.monotonic() - started < 25, "it waited the default 30 s, not 3"
+    done = cli(env, "groups", "describe", "--group", "g")
     assert done.returncode == ExitCode.UNREACHABLE, done.stderr[-2000:]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import structlog.testing
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 from kafkacoord.storage.broker import free_port
@@ -90,3 +91,25 @@ def test_recovery_learns_each_topics_own_delete_retention(bootstrap: str, prefix
         future.result(30)
     found = delete_retention(admin, [short, plain])
     assert found == {short: 1234, plain: KAFKA_DELETE_RETENTION_MS}
+
+
+def test_a_shorter_history_window_on_an_existing_topic_is_used_with_a_warning(
+    bootstrap: str, prefix: str
+) -> None:
+    """An operator's shorter min.compaction.lag.ms shortens history but is not refused:
+    the daemon serves on and says how to lengthen it."""
+    admin = admin_client(bootstrap)
+    topics = InternalTopics(prefix=prefix, offsets_partitions=2, history_window_ms=86_400_000)
+    short = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
+    for name, partitions in ((topics.metadata, 1), (topics.offsets, 2)):
+        admin.create_topics([NewTopic(name, partitions, 1, config=short)])[name].result()
+    with structlog.testing.capture_logs() as logs:
+        identities = ensure_topics(admin, topics.specs(), replication_factor=1)
+    assert set(identities) == {topics.metadata, topics.offsets}
+    warned = {e["topic"]: e for e in logs if e["event"].startswith("internal topic keeps history")}
+    assert set(warned) == {topics.metadata, topics.offsets}, logs
+    fix = warned[topics.offsets]["fix"]
+    assert f"--entity-name {topics.offsets}" in fix and "min.compaction.lag.ms=86400000" in fix
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topics.offsets)
+    configs = admin.describe_configs([resource])[resource].result()
+    assert configs["min.compaction.lag.ms"].value == "60000", "nothing is altered"

@@ -321,6 +321,9 @@ class Campaign:
     def serve(self, within_s: float = RECOVERY_BOUND_S) -> dict[str, Any]:
         return self._ask({"do": "serve", "within_s": within_s})
 
+    def replicated(self, within_s: float = RECOVERY_BOUND_S) -> dict[str, Any]:
+        return self._ask({"do": "replicated", "within_s": within_s})
+
     # -- faults ------------------------------------------------------------------------
 
     def _pid(self, target: str) -> int:

@@ -37,6 +37,10 @@ def _moving_every_shard(daemon_module: str, out: Path) -> Result:
         started = time.monotonic()
         with campaign.fault(Step(0, "partition-client-broker", "c2|broker", 0)):
             for daemon in ("d1", "d2", "d3"):
+                # The daemon resumed last must be back in every shard's ISR first: were
+                # the one paused next the only replica left in it, no leader would be
+                # eligible and its shards would stay offline until it resumed.
+                assert campaign.replicated(within_s=40)["waiting"] == []
                 with campaign.fault(Step(0, "pause-daemon", daemon, 0)):
                     # Past a controller failover (3 s) and the node session it grants
                     # (3 s), then until everything serves without it: fenced, its shards

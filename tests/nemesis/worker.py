@@ -11,8 +11,8 @@
   assignment with its generation or member epoch;
 - ``controller``: topic creates and deletes, reassignments and preferred elections;
 - ``probe``: the campaign's own client; reads commands on stdin (``serve``: wait until
-  the controller and every group shard answer; ``final``: read every key) and answers a
-  JSON line each on stdout.
+  the controller and every group shard answer; ``replicated``: wait until every group
+  shard's ISR is whole; ``final``: read every key) and answers a JSON line each on stdout.
 
 SIGTERM ends a worker after the calls in flight finish.
 """
@@ -322,6 +322,8 @@ def run_probe(args: argparse.Namespace, stop: threading.Event) -> None:
         command = json.loads(line)
         if command["do"] == "serve":
             answer = _serve(channel, admin, probes, command["within_s"])
+        elif command["do"] == "replicated":
+            answer = _replicated(admin, command["within_s"])
         elif command["do"] == "final":
             answer = _final(channel, recorder, command)
         else:
@@ -362,6 +364,26 @@ def _serve(
         if waiting:
             time.sleep(0.1)
     return {"seconds": round(time.monotonic() - started, 3), "waiting": sorted(waiting)}
+
+
+def _replicated(admin: ControllerAdmin, within_s: float) -> dict[str, Any]:
+    """Seconds until every group shard's ISR holds all its replicas again; the shards
+    still short, if any. Only then may another replica fail without taking the shard
+    offline: with its ISR down to the failed node, no leader is eligible (Kafka's rule)."""
+    started = time.monotonic()
+    short: list[str] = []
+    while time.monotonic() - started < within_s:
+        with contextlib.suppress(Exception):  # the metadata not readable yet
+            partitions = admin.metadata().partitions_of(admin.topics.offsets)
+            short = [
+                f"shard {p.partition}: isr {sorted(p.isr)} of {sorted(p.replicas)}"
+                for p in partitions
+                if set(p.isr) != set(p.replicas)
+            ]
+            if partitions and not short:
+                break
+        time.sleep(0.2)
+    return {"seconds": round(time.monotonic() - started, 3), "waiting": short}
 
 
 def _final(channel: GroupChannel, recorder: Recorder, command: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafkacoord.client import ClassicProtocolMember
 from kafkacoord.client.admin import ControllerAdmin
 from kafkacoord.client.group_admin import GroupAdmin
+from kafkacoord.client.instants import format_instant
+from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.spark.lag_history import LAG_SAMPLES, LagRecorder
 from kafkacoord.spark.tables import schemas
@@ -421,13 +423,46 @@ def test_a_rebound_host_is_refused(scene: Scene, anonymous: Any) -> None:
     assert anonymous.goto(scene.url + "/").status == 200
 
 
+def test_a_group_as_of_an_instant_shows_its_offsets_then(
+    scene: Scene, page: Any, artifacts: Path
+) -> None:
+    group = "audit-readers"
+    committed = lambda: [  # noqa: E731
+        page.locator("#offsets tbody tr").nth(i).locator("td").nth(2).inner_text() for i in range(2)
+    ]
+    first = scene.groups.reset_offsets(group, {(EVENTS, 0): 1, (EVENTS, 1): 2})
+    assert set(first.values()) == {ErrorCode.NONE}
+    time.sleep(0.3)
+    noted = format_instant(int(time.time() * 1000))
+    time.sleep(0.3)
+    more = scene.groups.reset_offsets(group, {(EVENTS, 0): 3, (EVENTS, 1): 4})
+    assert set(more.values()) == {ErrorCode.NONE}
+
+    page.goto(scene.url + f"/groups/{group}")
+    assert committed() == ["3", "4"]
+    assert page.locator("#reset-form").count() == 1
+    page.fill("#as-of-form input[name=as_of]", noted)
+    page.locator("#as-of-form button").click()
+    page.wait_for_selector("#as-of")
+    assert noted.removesuffix("Z") in page.locator("#as-of").inner_text()
+    assert committed() == ["1", "2"]
+    assert page.locator("#reset-form").count() == 0  # the past is not reset
+    _shot(page, artifacts, "group-as-of")
+    page.locator("#as-of-form a", has_text="now").click()
+    page.wait_for_url(f"**/groups/{group}")
+    assert committed() == ["3", "4"]
+
+    page.goto(scene.url + f"/groups/{group}?as_of=yesterday")
+    assert "not an instant" in page.content()
+
+
 def test_a_topic_as_of_an_instant_and_a_partitions_decisions(
     scene: Scene, page: Any, artifacts: Path
 ) -> None:
     scene.admin.create_topic("audit", replica_assignment={0: [1, 2]})
     leader = lambda: (v := scene.admin.metadata().partition("audit", 0)) and v.leader  # noqa: E731
     _eventually(lambda: leader() == 1, "audit-0 led by node 1")
-    time.sleep(0.2)
+    time.sleep(1.05 - time.time() % 1)  # into the next second: it starts after the above
     before = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z"
     time.sleep(1.1)  # the instant above is whole seconds: nothing after it within them
     scene.admin.alter_reassignments({("audit", 0): [2, 1]})  # node 2 becomes preferred

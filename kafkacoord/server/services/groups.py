@@ -170,13 +170,37 @@ class GroupService:
             spawn(f"groups-catch-up-{partition}", self._catch_up, partition)
 
     def _catch_up(self, partition: int) -> None:
-        """A follower is in sync once its cache holds the shard's log to the end."""
-        try:
-            self._recover([partition])
-            if self.agent is not None:
-                self.agent.report_caught_up(self.topic, partition)
-        except Exception:
-            log.exception("catching up a followed group shard failed", partition=partition)
+        """A follower is in sync once its cache holds the shard's log to the end.
+
+        Tried again, less often each time, for as long as this daemon follows the shard
+        from outside its ISR: a report refused because this node was still fenced (a
+        daemon resumed after a pause) would otherwise leave it out of the ISR for good,
+        and the shard offline as soon as its last in-sync replica failed."""
+        backoff = RestartBackoff(first_s=0.2, max_s=5.0)
+        failures = 0
+        while not self._closing.is_set():
+            try:
+                self._recover([partition])
+                if self.agent is not None:
+                    self.agent.report_caught_up(self.topic, partition)
+                return
+            except Exception as exc:
+                failures += 1
+                if failures == 1:
+                    log.warning("catching up a followed group shard failed; trying again",
+                                partition=partition, error=str(exc))  # fmt: skip
+            if self._closing.wait(backoff.next_delay_s()) or not self._outside_isr(partition):
+                return
+
+    def _outside_isr(self, partition: int) -> bool:
+        """This daemon still follows the shard and is not in its ISR."""
+        with self._lock:
+            if partition not in self.followed:
+                return False
+        if self.agent is None:
+            return False
+        state = self.agent.replica_state(self.topic, partition)
+        return state is not None and self.settings.node_id not in state.isr
 
     def on_stop_replica(self, topic: str, partition: int, deleted: bool) -> None:
         if topic != self.topic:
