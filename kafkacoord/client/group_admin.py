@@ -148,6 +148,7 @@ class GroupAdmin:
         body = g.OffsetCommit(
             group_id=group,
             topics=[g.CommitTopic(name=t, partitions=ps) for t, ps in topics.items()],
+            reset=True,
         )
         reply = self.channel.call(self.channel.shard_of(group), body, g.OffsetCommitResponse)
         return {(t.name, p.partition): p.error for t in reply.topics for p in t.partitions}

@@ -86,7 +86,7 @@ def admin_words(value: GroupAdminValue, request_id: str) -> str:
     if len(value.offsets) > _LISTED_OFFSETS:
         offsets.append(f"and {len(value.offsets) - _LISTED_OFFSETS} more")
     listed = ", ".join(offsets)
-    if value.action == A.OFFSETS_COMMITTED:
+    if value.action == A.OFFSETS_RESET:
         return f"offsets reset by {who}: {listed}"
     if value.action == A.OFFSETS_DELETED:
         return f"offsets deleted by {who}: {listed}"

@@ -111,7 +111,7 @@ def test_explain_group_names_the_member_that_left_and_the_reset(
     assert step["cause"]["client_id"] == "c2" and step["cause"]["client_host"] == host
     assert step["members"][1] == 1 and step["protocol"] == "classic"
     admin = answer["steps"][-1]["admin"]
-    assert admin["action"] == "offsets_committed" and admin["principal"] is None
+    assert admin["action"] == "offsets_reset" and admin["principal"] is None
     assert admin["offsets"] == [{"topic": topic, "partition": 0, "before": None, "after": 0}]
     assert run("explain", "group", "--group", f"{prefix}nobody", code=ExitCode.NOT_FOUND)
 

@@ -174,7 +174,7 @@ def test_a_groups_explanation_as_json() -> None:
     d.call(gapi.LeaveGroup(group_id="g", members=[gapi.MemberIdentity(member_id=b.member_id)]))
     d.sync_all("g", [d.join_response(d.request(join_body("g", a.member_id)))], {"t": 3})
     d.call(gapi.LeaveGroup(group_id="g", members=[gapi.MemberIdentity(member_id=a.member_id)]))
-    d.call(commit_body("g", {("t", 0): 7}))
+    d.call(commit_body("g", {("t", 0): 7}, reset=True))
     d.call(gapi.DeleteGroups(groups=["g"]))
     steps = explain_group((i, d.now, r.key, r.value) for i, r in enumerate(d.log))
     answer = valid("explain-group", explain_group_document("g", steps))
@@ -185,7 +185,7 @@ def test_a_groups_explanation_as_json() -> None:
     assert left["generation"] == [1, 2] and left["members"] == [2, 1]
     assert left["cause"]["kind"] == "member_left" and left["cause"]["member_id"] == b.member_id
     reset, deleted = answer["steps"][3]["admin"], answer["steps"][4]["admin"]
-    assert reset["action"] == "offsets_committed" and reset["principal"] is None
+    assert reset["action"] == "offsets_reset" and reset["principal"] is None
     assert reset["offsets"] == [{"topic": "t", "partition": 0, "before": None, "after": 7}]
     assert deleted["action"] == "group_deleted" and deleted["offsets"][0]["before"] == 7
     with pytest.raises(ValidationError):

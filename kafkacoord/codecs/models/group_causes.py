@@ -63,7 +63,7 @@ class AdminOffset(AvroModel):
 class GroupAdminAction:
     """Values of :attr:`GroupAdminValue.action`."""
 
-    OFFSETS_COMMITTED: Final = "offsets_committed"  # by no member: a reset
+    OFFSETS_RESET: Final = "offsets_reset"  # an OffsetCommit marked reset (the reset tools)
     OFFSETS_DELETED: Final = "offsets_deleted"
     GROUP_DELETED: Final = "group_deleted"
 

@@ -16,10 +16,10 @@ from kafkacoord.coordinator.runtime.shard import Record, RequestRef
 __all__ = ["admin_records", "is_admin_commit"]
 
 
-def is_admin_commit(member_id: str, instance_id: str | None, generation: int) -> bool:
-    """A commit by no member: the admin API's way to reset offsets (and a standalone
-    consumer's, which the coordinator cannot tell apart)."""
-    return generation < 0 and not member_id and instance_id is None
+def is_admin_commit(reset: bool, member_id: str, instance_id: str | None) -> bool:
+    """A reset: a commit by no member that the reset tools mark as one. A standalone
+    consumer's member-less commits are its own progress, not audited."""
+    return reset and not member_id and instance_id is None
 
 
 def admin_records(

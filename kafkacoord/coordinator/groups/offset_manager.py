@@ -145,14 +145,14 @@ class OffsetManager:
                 )
                 partitions.append((p.partition, ErrorCode.NONE))
             outcomes.append((t.name, partitions))
-        if records and is_admin_commit(body.member_id, body.group_instance_id, body.generation_id):
+        if records and is_admin_commit(body.reset, body.member_id, body.group_instance_id):
             records[:0] = self._commit_audit(ref, body.group_id, records, now)
         return Result(records, [self._replies.reply(ref, outcomes)])
 
     def _commit_audit(
         self, ref: RequestRef, group_id: str, records: list[Record], now: int
     ) -> list[Record]:
-        """The audit of a commit by no member (a reset): each offset before and after."""
+        """The audit of a reset: each offset before and after."""
         offsets = []
         for record in records:
             key, value = record.key, record.value
@@ -160,7 +160,7 @@ class OffsetManager:
             before = self.store.get(group_id, key.topic, key.partition)
             was = None if before is None else before.offset
             offsets.append(AdminOffset(key.topic, key.partition, was, value.offset))
-        return admin_records(group_id, ref, GroupAdminAction.OFFSETS_COMMITTED, now, offsets)
+        return admin_records(group_id, ref, GroupAdminAction.OFFSETS_RESET, now, offsets)
 
     # ================================================================= OffsetFetch
 

@@ -138,6 +138,10 @@ class OffsetCommit(GroupRequest):
     # Bounded so that commit time + retention (the expire timestamp) fits an int64.
     retention_time_ms: RetentionMs = -1
     topics: ListOf[CommitTopic]
+    # kafkacoord's own, not Kafka's: set by its reset tools so the coordinator audits
+    # the commit (a standalone consumer's member-less commit looks the same otherwise).
+    # Sent only when set, so other commits still reach a daemon that predates it.
+    reset: bool = Field(default=False, exclude_if=lambda set_: not set_)
 
 
 class PartitionError(Body):

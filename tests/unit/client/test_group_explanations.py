@@ -71,7 +71,7 @@ def test_cause_words(cause: GroupCause | None, words: str) -> None:
 @pytest.mark.parametrize(
     ("value", "words"),
     [
-        (GroupAdminValue(GroupAdminAction.OFFSETS_COMMITTED, T0, "adm", "User:alice",
+        (GroupAdminValue(GroupAdminAction.OFFSETS_RESET, T0, "adm", "User:alice",
                          (AdminOffset("orders", 0, 120, 0), AdminOffset("orders", 1, None, 5))),
          "offsets reset by User:alice (request adm:7): orders-0 120 → 0, orders-1 none → 5"),
         (GroupAdminValue(GroupAdminAction.OFFSETS_DELETED, T0, "adm", None,
@@ -83,7 +83,7 @@ def test_cause_words(cause: GroupCause | None, words: str) -> None:
          "group deleted by User:bob (request adm:7) with 1 committed offset(s)"),
         (GroupAdminValue(GroupAdminAction.GROUP_DELETED, T0, "adm", "User:bob"),
          "group deleted by User:bob (request adm:7)"),
-        (GroupAdminValue(GroupAdminAction.OFFSETS_COMMITTED, T0, "adm", "U",
+        (GroupAdminValue(GroupAdminAction.OFFSETS_RESET, T0, "adm", "U",
                          tuple(AdminOffset("t", p, None, 0) for p in range(7))),
          "offsets reset by U (request adm:7): t-0 none → 0, t-1 none → 0, t-2 none → 0, "
          "t-3 none → 0, t-4 none → 0, and 2 more"),
@@ -99,7 +99,7 @@ def _classic(generation: int, *member_ids: str, cause: GroupCause | None) -> Gro
 
 
 def test_classic_steps_with_and_without_causes_and_an_admin_action() -> None:
-    admin = GroupAdminValue(GroupAdminAction.OFFSETS_COMMITTED, T0 + 300_000, "adm", "User:alice",
+    admin = GroupAdminValue(GroupAdminAction.OFFSETS_RESET, T0 + 300_000, "adm", "User:alice",
                             (AdminOffset("orders", 0, 120, 0),))  # fmt: skip
     records = [
         (1, T0, GroupMetadataKey("g"), _classic(4, "c1-1", "c2-1", cause=None)),
@@ -152,7 +152,7 @@ def test_a_real_shards_records_explained() -> None:
     d.sync_all("g", [d.join_response(d.request(join_body("g", a.member_id)))], {"t": 3})
     d.call(api.LeaveGroup(group_id="g", members=[api.MemberIdentity(member_id=a.member_id)]))
     d.advance(10_000)
-    d.call(commit_body("g", {("t", 0): 0}), client_id="admin-cli")
+    d.call(commit_body("g", {("t", 0): 0}, reset=True), client_id="admin-cli")
     logged = [(i, d.now, *decode_record(*encode_record(r.key, r.value)))
               for i, r in enumerate(d.log)]  # fmt: skip
     texts = [s.text.split(" ", 1)[1] for s in explain_group(logged)]

@@ -116,7 +116,7 @@ SAMPLES: dict[RecordType, tuple[AvroModel, AvroModel]] = {
     RecordType.GROUP_ADMIN: (
         GroupAdminKey("g", "admin-1:7"),
         GroupAdminValue(
-            "offsets_committed", T0, "admin-1", "CN=alice", (AdminOffset("orders", 0, 120, 0),)
+            "offsets_reset", T0, "admin-1", "CN=alice", (AdminOffset("orders", 0, 120, 0),)
         ),
     ),
     RecordType.CONSUMER_GROUP_METADATA: (

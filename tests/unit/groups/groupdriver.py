@@ -87,6 +87,7 @@ def commit_body(
     instance: str | None = None,
     metadata: str | None = "",
     retention_time_ms: int = -1,
+    reset: bool = False,
 ) -> api.OffsetCommit:
     by_topic: dict[str, list[api.CommitPartition]] = {}
     for (topic, partition), offset in offsets.items():
@@ -99,6 +100,7 @@ def commit_body(
         member_id=member_id,
         group_instance_id=instance,
         retention_time_ms=retention_time_ms,
+        reset=reset,
         topics=[api.CommitTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
     )
 

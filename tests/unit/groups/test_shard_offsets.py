@@ -53,11 +53,29 @@ def test_standalone_commit_creates_simple_group() -> None:
     reply = d.call(commit_body(G, {("t", 0): 5, ("t", 1): 7, ("u", 0): 1}, metadata="m"))
     assert reply.error is ErrorCode.NONE
     assert set(partition_errors(reply).values()) == {ErrorCode.NONE}
-    # A commit by no member is how an admin resets offsets: audited, then tombstoned.
+    # A standalone consumer's progress, not a reset: no audit record.
+    assert [r.key for r in d.log] == [
+        OffsetCommitKey(G, "t", 0),
+        OffsetCommitKey(G, "t", 1),
+        OffsetCommitKey(G, "u", 0),
+    ]
+    value = d.log[0].value
+    assert value == OffsetCommitValue(5, "m", d.now, -1, None)
+    group = d.shard.group(G)
+    assert group is not None and group.is_simple and group.state is GroupState.EMPTY
+    got = fetch(d)
+    assert {tp: p.offset for tp, p in got.items()} == {("t", 0): 5, ("t", 1): 7, ("u", 0): 1}
+    assert got[("t", 0)].metadata == "m" and got[("t", 0)].commit_timestamp_ms == d.now
+
+
+def test_a_reset_is_audited_then_tombstoned_in_its_batch() -> None:
+    d = Driver()
+    reply = d.call(commit_body(G, {("t", 0): 5, ("t", 1): 7, ("u", 0): 1}, reset=True))
+    assert set(partition_errors(reply).values()) == {ErrorCode.NONE}
     audit_key = d.log[0].key
     assert isinstance(audit_key, GroupAdminKey) and d.log[1] == Record(audit_key, None)
     assert d.log[0].value == GroupAdminValue(
-        GroupAdminAction.OFFSETS_COMMITTED, d.now, "client", None,
+        GroupAdminAction.OFFSETS_RESET, d.now, "client", None,
         (AdminOffset("t", 0, None, 5), AdminOffset("t", 1, None, 7), AdminOffset("u", 0, None, 1)),
     )  # fmt: skip
     assert [r.key for r in d.log[2:]] == [
@@ -65,13 +83,10 @@ def test_standalone_commit_creates_simple_group() -> None:
         OffsetCommitKey(G, "t", 1),
         OffsetCommitKey(G, "u", 0),
     ]
-    value = d.log[2].value
-    assert value == OffsetCommitValue(5, "m", d.now, -1, None)
-    group = d.shard.group(G)
-    assert group is not None and group.is_simple and group.state is GroupState.EMPTY
-    got = fetch(d)
-    assert {tp: p.offset for tp, p in got.items()} == {("t", 0): 5, ("t", 1): 7, ("u", 0): 1}
-    assert got[("t", 0)].metadata == "m" and got[("t", 0)].commit_timestamp_ms == d.now
+    # A member's commit marked reset is the member's own, not a reset.
+    mark = len(d.log)
+    d.call(commit_body(G, {("t", 0): 6}, member_id="m", generation=0, reset=True))
+    assert not any(isinstance(r.key, GroupAdminKey) for r in d.log[mark:])
 
 
 def test_commit_to_unknown_group_with_generation_is_illegal_generation() -> None:
@@ -237,9 +252,9 @@ def test_offset_delete_on_empty_group() -> None:
     assert reply.error is ErrorCode.NONE
     assert partition_errors(reply) == {("t", 0): ErrorCode.NONE, ("t", 7): ErrorCode.NONE}
     assert d.log[-1].key == OffsetCommitKey(G, "t", 0) and d.log[-1].value is None
-    # The commit's audit and tombstone, its two offsets, then this delete's audit and
-    # tombstone and one tombstone: none for the partition without an offset.
-    assert len(d.log) == 7
+    # The commit's two offsets, then this delete's audit and its tombstone and one
+    # offset tombstone: none for the partition without an offset.
+    assert len(d.log) == 5
     audit = d.log[-3].value
     assert isinstance(audit, GroupAdminValue) and d.log[-2].value is None
     assert audit.action == GroupAdminAction.OFFSETS_DELETED
@@ -291,11 +306,12 @@ def test_an_admin_reset_names_the_callers_principal_and_each_offset_before() -> 
     d.call(commit_body(G, {("t", 0): 120}))
     mark = len(d.log)
     ref = RequestRef("admin-cli", 41, None, principal="CN=alice,O=ops")
-    d.apply(d.shard.handle(Request(ref, "OffsetCommit", commit_body(G, {("t", 0): 0})), d.now))
+    body = commit_body(G, {("t", 0): 0}, reset=True)
+    d.apply(d.shard.handle(Request(ref, "OffsetCommit", body), d.now))
     audit, tombstone, commit = d.log[mark:]
     assert audit.key == tombstone.key == GroupAdminKey(G, "admin-cli:41")
     reset = (AdminOffset("t", 0, 120, 0),)
-    action = GroupAdminAction.OFFSETS_COMMITTED
+    action = GroupAdminAction.OFFSETS_RESET
     assert audit.value == GroupAdminValue(action, d.now, "admin-cli", "CN=alice,O=ops", reset)
     assert tombstone.value is None and commit.key == OffsetCommitKey(G, "t", 0)
     # History only: a load rebuilds the same offsets with or without the audit records.
