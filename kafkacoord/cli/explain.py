@@ -26,6 +26,8 @@ explain_app = typer.Typer(
     no_args_is_help=True,
 )
 
+JsonFlag = Annotated[bool, typer.Option("--json", help="The same as --output json.")]
+
 SinceOption = Annotated[
     str | None,
     typer.Option("--since", help="Only decisions from then: ISO-8601 or relative (-1h)."),
@@ -39,7 +41,7 @@ def explain_partition(
     ],
     partition: Annotated[int, typer.Option("--partition", "-p", help="The partition.")],
     since: SinceOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="The same as --output json.")] = False,
+    as_json: JsonFlag = False,
     output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,

@@ -17,7 +17,8 @@ from kafkacoord.cli.common import (
     admin_session,
     fail,
 )
-from kafkacoord.cli.explain import SinceOption, explain_app
+from kafkacoord.cli.completion import complete_groups
+from kafkacoord.cli.explain import JsonFlag, SinceOption, explain_app
 from kafkacoord.cli.output import OutputFormat, OutputOption, print_json
 from kafkacoord.client.group_explanations import GroupStep
 from kafkacoord.client.group_log import group_steps
@@ -25,9 +26,11 @@ from kafkacoord.client.group_log import group_steps
 
 @explain_app.command("group")
 def explain_group(
-    group: Annotated[str, typer.Option("--group", "-g", help="The group id.")],
+    group: Annotated[
+        str, typer.Option("--group", "-g", help="The group id.", autocompletion=complete_groups)
+    ],
     since: SinceOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="The same as --output json.")] = False,
+    as_json: JsonFlag = False,
     output: OutputOption = OutputFormat.table,
     config: ConfigOption = None,
     bootstrap: BootstrapOption = None,
