@@ -198,11 +198,11 @@ def run_turn(
                 stepped.append(host)
             except Exception as exc:
                 del hosts[key]
-                host.fail(exc)
+                _stop(host, exc)
                 continue
             if not alive:
                 del hosts[key]
-                host.finish()
+                _stop(host, None)
             elif host.detached:  # reloading elsewhere; it attaches again once loaded
                 host.detached = False
                 del hosts[key]
@@ -220,7 +220,7 @@ def _write_cache(hosts: dict[int, DrivenHost], turn: Turn, stepped: list[DrivenH
         log.exception("cache write of a turn failed")
         for host in stepped:
             if hosts.pop(id(host), None) is not None:
-                host.fail(exc)
+                _stop(host, exc)
 
 
 class LoopProcessor:
@@ -323,3 +323,15 @@ class LoopProcessor:
         for timer in (self._timer, self._deferred):
             if timer is not None:
                 self._loop.call_soon_threadsafe(timer.cancel)
+
+
+def _stop(host: DrivenHost, failure: Exception | None) -> None:
+    """Stop one host; an error while it stops is its own, never the processor's, which
+    drives every other shard (and any this daemon leads later)."""
+    try:
+        if failure is None:
+            host.finish()
+        else:
+            host.fail(failure)
+    except Exception:
+        log.exception("a shard host failed while stopping", shard=getattr(host, "name", None))

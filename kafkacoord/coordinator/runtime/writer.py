@@ -145,4 +145,7 @@ class TransactionalWriter:
             self._producer.abort_transaction(self._timeout_s)
 
     def close(self) -> None:
-        self._producer.flush(1)
+        # A fenced producer is in a fatal state: its flush can fail (confluent-kafka even
+        # raises SystemError), and nothing it still holds may land anyway.
+        with contextlib.suppress(KafkaException, SystemError):
+            self._producer.flush(1)
