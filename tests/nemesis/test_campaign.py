@@ -40,7 +40,7 @@ def _moving_every_shard(daemon_module: str, out: Path) -> Result:
                 # The daemon resumed last must be back in every shard's ISR first: were
                 # the one paused next the only replica left in it, no leader would be
                 # eligible and its shards would stay offline until it resumed.
-                assert campaign.replicated(within_s=40)["waiting"] == []
+                assert campaign.replicated()["waiting"] == []
                 with campaign.fault(Step(0, "pause-daemon", daemon, 0)):
                     # Past a controller failover (3 s) and the node session it grants
                     # (3 s), then until everything serves without it: fenced, its shards

@@ -126,6 +126,7 @@ class NodeAgent:
     def _heartbeat_loop(self) -> None:
         # The first heartbeat goes out at once: a registered node is fenced until then.
         first = True
+        failures = 0  # in a row: the first is logged, then the recovery
         while first or not self._closing.wait(self._heartbeat_s):
             first = False
             sent = self.lease.now()
@@ -139,9 +140,14 @@ class NodeAgent:
                 if exc.code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_NOT_AVAILABLE):
                     # The controller forgot us (or we it): register again.
                     self._try(lambda: self._register(self._timeout_s))
-                else:
-                    log.debug("heartbeat failed", node_id=self.node_id, error=str(exc))
+                elif failures == 0:
+                    log.warning("node heartbeat failed; retrying", node_id=self.node_id,
+                                error=str(exc))  # fmt: skip
+                failures += 1
                 continue
+            if failures:
+                log.info("node heartbeats answered again", node_id=self.node_id, failed=failures)
+                failures = 0
             assert isinstance(reply, api.NodeHeartbeatResponse)
             if not self.lease.answered(
                 sent, fenced=reply.fenced, session_timeout_ms=reply.session_timeout_ms,
