@@ -329,6 +329,23 @@ class GroupService:
                 self._recover(followed)
             except Exception:
                 log.exception("tailing followed group shards failed", partitions=followed)
+                continue
+            self._rejoin_isr(followed)
+
+    def _rejoin_isr(self, followed: list[int]) -> None:
+        """Just tailed to the end: report each followed shard this node is out of the ISR
+        of. A follower dropped from it under the same leader (its node fenced while it
+        was paused or cut off) gets no callback, so nothing else would bring it back."""
+        for partition in followed:
+            if not self._outside_isr(partition):
+                continue
+            try:
+                assert self.agent is not None  # _outside_isr is False without one
+                self.agent.report_caught_up(self.topic, partition)
+                log.info("rejoining a group shard's ISR", partition=partition)
+            except Exception as exc:  # fenced still, or no controller: the next round
+                log.debug("rejoining a group shard's ISR failed", partition=partition,
+                          error=str(exc))  # fmt: skip
 
     def close(self) -> None:
         self._closing.set()
