@@ -14,11 +14,11 @@ are replayed like any other: the log's leader-epoch headers are not read here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from kafkacoord.codecs import OFFSETS_TOPIC_TYPES, RecordType
-from kafkacoord.codecs.avro_binary import write_string
+from kafkacoord.codecs.records import group_key_filter
 from kafkacoord.coordinator.groups.config import GroupConfig
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.coordinator.groups.shard import GroupShard
@@ -32,7 +32,7 @@ from .errors import B
 from .group_admin import as_classic
 from .metadata_history import history_window
 
-__all__ = ["NO_WAREHOUSE_HISTORY", "GroupAsOf", "group_as_of", "group_key_filter"]
+__all__ = ["NO_WAREHOUSE_HISTORY", "GroupAsOf", "group_as_of"]
 
 _REF = RequestRef("kafkacoord-as-of", 0)
 _GROUP_TYPES = OFFSETS_TOPIC_TYPES - {RecordType.SHARD_LEADER}
@@ -43,14 +43,6 @@ NO_WAREHOUSE_HISTORY = (
     "lag by the minute (lag_samples, the lag_history view) but not its members, "
     "generations or assignments, so the group as of an older instant is not known"
 )
-
-
-def group_key_filter(group: str) -> Callable[[bytes], bool]:
-    """Whether a raw offsets-topic key may be ``group``'s: every group record's key body
-    starts with the group id (an Avro string, so its length first). The fold checks the
-    decoded key too, so a key that merely shares the prefix is still left out."""
-    prefix = write_string(group)
-    return lambda raw: raw[2:].startswith(prefix)
 
 
 @dataclass(slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 from kafkacoord.codecs import RecordType
-from kafkacoord.codecs.records import group_key_prefix
+from kafkacoord.codecs.records import group_key_filter
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.storage.log_history import read_log
 from kafkacoord.storage.topics import InternalTopics
@@ -28,8 +28,7 @@ _EXPLAINED: Final = (
 def group_steps(bootstrap: str, topics: InternalTopics, group: str) -> list[GroupStep]:
     """The group's steps in log order; empty when the log holds no record of the group
     (a ``--since`` filters these: earlier steps set the state later ones change)."""
-    prefixes = tuple(group_key_prefix(t, group) for t in _EXPLAINED)
     shard = partition_for(group, topics.offsets_partitions)
     read = read_log(bootstrap, topics.offsets, shard, client_id="kafkacoord-explain",
-                    wants=lambda key: key.startswith(prefixes))  # fmt: skip
+                    wants=group_key_filter(group, _EXPLAINED))  # fmt: skip
     return explain_group((r.offset, r.timestamp_ms, r.key, r.value) for r in read.records)

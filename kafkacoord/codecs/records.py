@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from enum import IntEnum
 from io import BytesIO
@@ -212,6 +212,8 @@ _FAST_PARTITION_KEY: Final = (
 _FAST_PARTITION_VALUE: Final = (
     _CODECS[RecordType.PARTITION].value_current.number == partition_codec.VALUE_VERSION
 )
+# A key's header: its record type and key version.
+_KEY_HEADER_LEN: Final = 2
 _PARTITION_KEY_HEADER: Final = bytes((RecordType.PARTITION, partition_codec.KEY_VERSION))
 _PARTITION_VALUE_HEADER: Final = _VALUE_HEADER.pack(partition_codec.VALUE_VERSION)
 _PARTITION_PREVIOUS_HEADER: Final = _VALUE_HEADER.pack(partition_codec.PREVIOUS_VALUE_VERSION)
@@ -287,11 +289,20 @@ def partition_key_prefix(topic: str) -> bytes:
     return _PARTITION_KEY_HEADER + write_string(topic)
 
 
-def group_key_prefix(rtype: RecordType, group: str) -> bytes:
-    """The bytes every key of ``rtype`` naming ``group`` starts with, for the record
-    types whose key starts with the group (their header, then Avro's group string, its
-    length first). Readers of one group's records filter raw keys on it."""
-    return bytes((rtype, _CODECS[rtype].key_current.number)) + write_string(group)
+def group_key_filter(
+    group: str, types: Collection[RecordType] | None = None
+) -> Callable[[bytes], bool]:
+    """Whether a raw key may be one of ``group``'s records (of ``types``, or of any type
+    whose key starts with the group), in any key version: after the header (type, key
+    version) comes Avro's group string, its length first. Readers of one group's records
+    filter raw keys on it, then decode only those; a key that merely shares the prefix
+    (another type's) is left to the decoded check."""
+    body = write_string(group)
+    wanted = None if types is None else frozenset(int(t) for t in types)
+    # The prefix first: a key long enough for it has a type byte to check.
+    return lambda raw: (
+        raw.startswith(body, _KEY_HEADER_LEN) and (wanted is None or raw[0] in wanted)
+    )
 
 
 _T = TypeVar("_T")

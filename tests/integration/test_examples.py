@@ -35,6 +35,7 @@ class Example:
         )  # fmt: skip
         self.lines: list[str] = []
         self.errors: list[str] = []
+        self.stopping_since = 0.0
         self._readers = [
             threading.Thread(
                 target=self._read, args=(self.process.stdout, self.lines), daemon=True
@@ -60,15 +61,18 @@ class Example:
             time.sleep(0.05)
         raise AssertionError(f"no {prefix!r} line; got {self.lines}")
 
-    def terminate(self) -> tuple[float, str]:
-        started = time.monotonic()
+    def terminate(self) -> None:
+        self.stopping_since = time.monotonic()
         self.process.send_signal(signal.SIGTERM)
+
+    def stopped(self) -> tuple[float, str]:
+        """Seconds from SIGTERM to exit, and stderr."""
         try:
             self.process.wait(timeout=STOP_WITHIN_S)
         except subprocess.TimeoutExpired:
             self.process.kill()
             raise AssertionError(f"running {STOP_WITHIN_S}s after SIGTERM: {self.lines}") from None
-        seconds = time.monotonic() - started
+        seconds = time.monotonic() - self.stopping_since
         for reader in self._readers:
             reader.join(5)
         return seconds, "\n".join(self.errors)
@@ -89,8 +93,11 @@ def test_examples_stop_cleanly(bootstrap: str, tmp_path: Path, daemon_alive: boo
         if not daemon_alive:
             daemon.kill()
         stops = ((service, "stopping: "), (kv, "stopping: "), (worker, "stopping: left group g"))
+        # All at once, as a host's shutdown would: each waits out its own requests.
+        for example, _ in stops:
+            example.terminate()
         for example, expected in stops:
-            seconds, stderr = example.terminate()
+            seconds, stderr = example.stopped()
             assert example.process.returncode == 0, stderr
             assert "Traceback" not in stderr, stderr
             stops = [line for line in example.lines if line.startswith("stopping: ")]

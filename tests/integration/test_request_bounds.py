@@ -50,8 +50,8 @@ pytestmark = pytest.mark.integration
 DAEMON = 31_337
 PARTITIONS = 3
 ANSWER_WITHIN_S = 1.0
-FUZZ_EXAMPLES = 3000
-FUZZ_BUDGET_S = 75.0
+FUZZ_EXAMPLES = 1500
+FUZZ_BUDGET_S = 45.0
 # A request a shard parks (a join waiting for its group) is not answered at once.
 PARKED_AFTER_S = 2.0
 CANARY_TIMEOUT_S = 15.0

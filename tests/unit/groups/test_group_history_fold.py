@@ -4,10 +4,11 @@ up to an instant (no I/O)."""
 
 from __future__ import annotations
 
-from kafkacoord.client.group_history import GroupAsOf, fold_group, group_key_filter
+from kafkacoord.client.group_history import GroupAsOf, fold_group
 from kafkacoord.client.metadata_history import HistoryUnavailableError, Window
-from kafkacoord.codecs import decode_record, encode_key, encode_record
+from kafkacoord.codecs import RecordType, decode_record, encode_key, encode_record
 from kafkacoord.codecs.models import GroupMetadataKey, OffsetCommitKey, ShardLeaderKey
+from kafkacoord.codecs.records import group_key_filter
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.storage.log_history import LoggedRecord, LogRead
@@ -123,6 +124,18 @@ def test_the_key_filter_keeps_only_the_groups_records() -> None:
     assert not wants(encode_key(OffsetCommitKey(G + "x", "t", 0)))  # a longer id
     assert not wants(encode_key(OffsetCommitKey(G[:-1], "t", 0)))  # a shorter one
     assert not wants(encode_key(ShardLeaderKey()))
+    assert not wants(b"")
+    # Any key version: the header's second byte is not part of the match.
+    old = bytearray(encode_key(GroupMetadataKey(G)))
+    old[1] ^= 0x7F
+    assert wants(bytes(old))
+
+
+def test_the_key_filter_keeps_only_the_types_asked_for() -> None:
+    wants = group_key_filter(G, (RecordType.GROUP_METADATA,))
+    assert wants(encode_key(GroupMetadataKey(G)))
+    assert not wants(encode_key(OffsetCommitKey(G, "t", 0)))
+    assert not wants(encode_key(GroupMetadataKey(G + "x")))
 
 
 def test_an_instant_before_the_window_names_the_offsets_topic_and_why_no_warehouse() -> None:
