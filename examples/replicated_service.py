@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+import time
 from pathlib import Path
 
 from tls_options import add_tls_options, client_tls
@@ -37,11 +38,43 @@ class KeyValueShards:
 
     def on_become_follower(self, topic: str, partition: int, state: PartitionValue) -> None:
         print(f"following {topic}-{partition} (leader {state.leader})", flush=True)
-        # A real follower would copy the leader's data first, then report.
         if self.agent is not None and self.agent.node_id not in state.isr:
-            threading.Thread(
-                target=self.agent.report_caught_up, args=(topic, partition), daemon=True
-            ).start()
+            self._catch_up(self.agent, topic, partition, state)
+
+    def on_leave_isr(self, topic: str, partition: int, state: PartitionValue) -> None:
+        print(f"out of the ISR of {topic}-{partition} (leader {state.leader})", flush=True)
+        if self.agent is not None:
+            self._catch_up(self.agent, topic, partition, state)
+
+    def _catch_up(
+        self, agent: NodeAgent, topic: str, partition: int, state: PartitionValue
+    ) -> None:
+        # A real follower would copy the leader's data first, then report.
+        threading.Thread(
+            target=self._report_caught_up,
+            args=(agent, topic, partition, state.leader_epoch),
+            daemon=True,
+        ).start()
+
+    @staticmethod
+    def _report_caught_up(agent: NodeAgent, topic: str, partition: int, epoch: int) -> None:
+        """Report until the controller takes it: a report sent while this node is fenced
+        (back from a pause, say) is refused, and nothing would call back to send it again.
+        A new leadership brings its own callback, so this one stops there."""
+        delay = 0.5
+        while (state := agent.replica_state(topic, partition)) is not None:
+            if state.leader_epoch != epoch or agent.node_id in state.isr:
+                return
+            try:
+                agent.report_caught_up(topic, partition, leader_epoch=epoch)
+                print(f"caught up {topic}-{partition} (leader epoch {epoch})", flush=True)
+                return
+            except RequestError as exc:
+                print(f"caught up {topic}-{partition}, report refused: {exc}", flush=True)
+            except (KeyError, OSError):  # the replica went away, or the agent closed
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     def on_stop_replica(self, topic: str, partition: int, deleted: bool) -> None:
         print(f"stopped   {topic}-{partition}{' (deleted)' if deleted else ''}", flush=True)

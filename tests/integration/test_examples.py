@@ -191,3 +191,46 @@ def test_replicated_kv_keeps_acknowledged_writes_through_kill_9(
         for node in nodes.values():
             node.process.kill()
         daemon.stop()
+
+
+@pytest.mark.parametrize("bootstrap", ["tansu"], indirect=True)  # the agent's own behaviour
+def test_a_paused_service_node_rejoins_every_isr(bootstrap: str, tmp_path: Path) -> None:
+    """A node paused past its session is fenced and dropped from every ISR. Resumed, its
+    reports are refused until it is unfenced, and the partitions it follows under the
+    same leader bring no new leadership; the example still rejoins each ISR."""
+    prefix = f"rs{uuid.uuid4().hex[:8]}_"
+    daemon = start_daemon(fast_daemon_env(bootstrap, prefix, 5), tmp_path, 1)
+    nodes: dict[int, Example] = {}
+    try:
+        daemon.wait_for("node registered")
+        common = ["--bootstrap", bootstrap, "--topic-prefix", prefix]
+        nodes = {n: Example("replicated_service.py", "--node-id", str(n), *common)
+                 for n in (31, 32)}  # fmt: skip
+        for n, node in nodes.items():
+            node.wait_for(f"node {n} registered")
+        admin = ControllerAdmin(bootstrap, InternalTopics(prefix))
+
+        def isrs() -> list[tuple[int, ...]]:
+            image = admin.metadata()
+            return [tuple(sorted(image.partition("svc", p).isr))  # type: ignore[union-attr]
+                    for p in range(4)]  # fmt: skip
+
+        admin.create_topic("svc", 4, 2)
+        wait_until(lambda: isrs() == [(31, 32)] * 4, 30, "both nodes in every ISR")
+        paused = nodes[32].process
+        paused.send_signal(signal.SIGSTOP)
+        try:  # past the 3 s node session: fenced, out of every ISR
+            wait_until(lambda: all(isr == (31,) for isr in isrs()), 30, "node 32 dropped")
+        finally:
+            paused.send_signal(signal.SIGCONT)
+        wait_until(lambda: isrs() == [(31, 32)] * 4, 30, "node 32 back in every ISR")
+        # It followed every partition when paused (31 took over the ones it led), so each
+        # came back through a report: after a new leadership or after leaving the ISR.
+        lines = nodes[32].lines
+        assert any(line.startswith("out of the ISR of svc-") for line in lines), lines
+        assert all("Traceback" not in "\n".join(n.errors) for n in nodes.values())
+        admin.close()
+    finally:
+        for node in nodes.values():
+            node.process.kill()
+        daemon.stop()

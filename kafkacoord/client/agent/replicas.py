@@ -6,6 +6,10 @@ its leader epoch is newer than the one held, then tell the application whether
 it now leads or follows. A partition that stops naming the node, or is deleted,
 stops the replica. Both rules are the shared ones of :mod:`kafkacoord.codecs.fencing`:
 the controller epoch fence, and the order of a partition's leader and partition epochs.
+
+One transition is kafkacoord's own: a follower dropped from the ISR under the same
+leader (fenced while paused, say) is told so, because here followers report themselves
+caught up, and no new leadership would come to prompt the report.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ class PartitionHandler(Protocol):
 
     def on_stop_replica(self, topic: str, partition: int, deleted: bool) -> None: ...
 
+    # Optional: ``on_leave_isr(topic, partition, state)``, called when this follower is
+    # dropped from the ISR under the same leadership; it reports itself caught up again.
+
 
 @dataclass(frozen=True, slots=True)
 class Transition:
@@ -47,6 +54,7 @@ class Transition:
     role: Role | None  # None: stop the replica
     state: PartitionValue | None
     deleted: bool = False
+    left_isr: bool = False  # a follower dropped from the ISR, its leadership unchanged
 
 
 class ReplicaManager:
@@ -94,9 +102,14 @@ class ReplicaManager:
                                           held.leader_epoch, held.partition_epoch)  # fmt: skip
             if order is not EpochOrder.NEWER_LEADER_EPOCH:
                 # An older leadership is ignored; the same one with a newer ISR or
-                # replicas is kept, with no callback.
-                if order is EpochOrder.NEWER_PARTITION_EPOCH:
-                    self.replicas[tp] = state
+                # replicas is kept, with a callback only when it drops this follower.
+                if order is not EpochOrder.NEWER_PARTITION_EPOCH:
+                    return []
+                self.replicas[tp] = state
+                dropped = self.node_id in held.isr and self.node_id not in state.isr
+                if dropped and self.roles.get(tp) is Role.FOLLOWER:
+                    return [Transition(state.topic, state.partition, Role.FOLLOWER, state,
+                                       left_isr=True)]  # fmt: skip
                 return []
         self.replicas[tp] = state
         role = Role.LEADER if state.leader == self.node_id else Role.FOLLOWER
@@ -116,7 +129,11 @@ class ReplicaManager:
 
 
 def deliver(handler: PartitionHandler, transition: Transition) -> None:
-    if transition.role is Role.LEADER:
+    if transition.left_isr:
+        on_leave_isr = getattr(handler, "on_leave_isr", None)
+        if on_leave_isr is not None:
+            on_leave_isr(transition.topic, transition.partition, transition.state)
+    elif transition.role is Role.LEADER:
         assert transition.state is not None
         handler.on_become_leader(transition.topic, transition.partition, transition.state)
     elif transition.role is Role.FOLLOWER:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kafkacoord.client.agent import ReplicaManager, Role
+from kafkacoord.client.agent.replicas import deliver
 from kafkacoord.codecs.models import (
     ControllerKey,
     ControllerValue,
@@ -56,6 +57,45 @@ def test_isr_change_without_leader_change_updates_silently() -> None:
     node.apply(part(1, 3, partition_epoch=3))
     assert node.apply(part(1, 3, isr=(1, 2), partition_epoch=4)) == []
     assert node.replicas[("t", 0)].isr == (1, 2)
+
+
+def test_a_follower_dropped_from_the_isr_is_told_and_a_leader_is_not() -> None:
+    node = ReplicaManager(1)
+    node.apply(part(2, 3, partition_epoch=3))
+    [t] = node.apply(part(2, 3, isr=(2, 3), partition_epoch=4))
+    assert (t.role, t.left_isr, t.state.isr) == (Role.FOLLOWER, True, (2, 3))  # type: ignore[union-attr]
+    # Still out, or back in: nothing more to tell.
+    assert node.apply(part(2, 3, isr=(2,), partition_epoch=5)) == []
+    assert node.apply(part(2, 3, partition_epoch=6)) == []
+    leader = ReplicaManager(2)
+    leader.apply(part(2, 3, partition_epoch=3))
+    assert leader.apply(part(2, 3, isr=(1, 3), partition_epoch=4)) == []
+
+
+def test_on_leave_isr_is_called_only_when_the_handler_has_it() -> None:
+    node = ReplicaManager(1)
+    node.apply(part(2, 3, partition_epoch=3))
+    [t] = node.apply(part(2, 3, isr=(2, 3), partition_epoch=4))
+    calls: list[tuple[str, int, tuple[int, ...]]] = []
+
+    class Plain:
+        def on_become_leader(self, topic: str, partition: int, state: PartitionValue) -> None:
+            calls.append(("leader", partition, state.isr))
+
+        def on_become_follower(self, topic: str, partition: int, state: PartitionValue) -> None:
+            calls.append(("follower", partition, state.isr))
+
+        def on_stop_replica(self, topic: str, partition: int, deleted: bool) -> None:
+            calls.append(("stop", partition, ()))
+
+    class Reporting(Plain):
+        def on_leave_isr(self, topic: str, partition: int, state: PartitionValue) -> None:
+            calls.append(("left", partition, state.isr))
+
+    deliver(Plain(), t)
+    assert calls == []
+    deliver(Reporting(), t)
+    assert calls == [("left", 0, (2, 3))]
 
 
 def test_stale_controller_epoch_is_ignored() -> None:
