@@ -79,6 +79,7 @@ class GroupService:
         self.topic = settings.topics.offsets
         self.hosts: dict[int, ShardHost] = {}
         self.followed: set[int] = set()
+        self._catching_up: set[int] = set()  # followed shards a thread reports in sync
         # This daemon's node agent, set by the daemon: reports followed shards as caught up.
         self.agent: NodeAgent | None = None
         self._cache = cache
@@ -167,9 +168,30 @@ class GroupService:
         with self._lock:
             self.followed.add(partition)
         if self.settings.node_id not in state.isr:
-            spawn(f"groups-catch-up-{partition}", self._catch_up, partition)
+            self._start_catching_up(partition)
+
+    def on_leave_isr(self, topic: str, partition: int, state: PartitionValue) -> None:
+        """Dropped from a followed shard's ISR under the same leader (this node fenced
+        while paused or cut off): no new leadership would bring it back."""
+        if topic == self.topic:
+            log.info("rejoining a group shard's ISR", partition=partition)
+            self._start_catching_up(partition)
+
+    def _start_catching_up(self, partition: int) -> None:
+        with self._lock:
+            if partition in self._catching_up:
+                return
+            self._catching_up.add(partition)
+        spawn(f"groups-catch-up-{partition}", self._catch_up, partition)
 
     def _catch_up(self, partition: int) -> None:
+        try:
+            self._catch_up_until_in_sync(partition)
+        finally:
+            with self._lock:
+                self._catching_up.discard(partition)
+
+    def _catch_up_until_in_sync(self, partition: int) -> None:
         """A follower is in sync once its cache holds the shard's log to the end.
 
         Tried again, less often each time, for as long as this daemon follows the shard
@@ -329,23 +351,6 @@ class GroupService:
                 self._recover(followed)
             except Exception:
                 log.exception("tailing followed group shards failed", partitions=followed)
-                continue
-            self._rejoin_isr(followed)
-
-    def _rejoin_isr(self, followed: list[int]) -> None:
-        """Just tailed to the end: report each followed shard this node is out of the ISR
-        of. A follower dropped from it under the same leader (its node fenced while it
-        was paused or cut off) gets no callback, so nothing else would bring it back."""
-        for partition in followed:
-            if not self._outside_isr(partition):
-                continue
-            try:
-                assert self.agent is not None  # _outside_isr is False without one
-                self.agent.report_caught_up(self.topic, partition)
-                log.info("rejoining a group shard's ISR", partition=partition)
-            except Exception as exc:  # fenced still, or no controller: the next round
-                log.debug("rejoining a group shard's ISR failed", partition=partition,
-                          error=str(exc))  # fmt: skip
 
     def close(self) -> None:
         self._closing.set()
