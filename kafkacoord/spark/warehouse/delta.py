@@ -25,11 +25,14 @@ from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable, Transaction, write_deltalake
+import structlog
+from deltalake import DeltaTable, Schema, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import CommitProperties
 
 from .rows import DELETED, KEY, AlreadyAppliedError, conform
+
+log = structlog.get_logger(__name__)
 
 TABLES_DIR: Final = "tables"
 SNAPSHOT: Final = "_snapshot"
@@ -221,10 +224,21 @@ class Warehouse:
             self.vacuum(SNAPSHOT)
 
     def _table(self, name: str, schema: pa.Schema) -> DeltaTable:
+        wanted = delta_schema(schema)
         try:
-            return DeltaTable(self.path(name))
+            table = DeltaTable(self.path(name))
         except TableNotFoundError:
-            return DeltaTable.create(self.path(name), schema=delta_schema(schema))
+            return DeltaTable.create(self.path(name), schema=wanted)
+        # A record type's newer Avro version adds optional fields: a merge would drop
+        # their values without a word, so the table takes the columns first (old rows
+        # read them as null).
+        stored = set(table.schema().to_arrow().names)
+        missing = [f for f in wanted if f.name not in stored]
+        if missing:
+            table.alter.add_columns(list(Schema.from_arrow(pa.schema(missing)).fields))
+            log.info("warehouse table gained columns", table=name,
+                     columns=[f.name for f in missing])  # fmt: skip
+        return table
 
     def _merge(
         self,

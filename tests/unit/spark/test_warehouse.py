@@ -185,3 +185,30 @@ def test_a_scoped_merge_updates_and_deletes_the_keys_of_its_scope(tmp_path: Path
                      strict=True))  # fmt: skip
     assert got == sorted([(0, 0), (0, 0), (1, 1), (1, 1), (1, 1), (2, 2), (2, 2), (2, 2),
                           (3, 30), (3, 3), (3, 3), (3, 90)])  # fmt: skip
+
+
+def test_a_table_written_before_a_schema_gained_a_field_takes_the_new_column(
+    tmp_path: Path,
+) -> None:
+    """A record type's newer Avro version adds an optional field (a group's cause, say):
+    the warehouse's existing table gains the column, its old rows read it as null."""
+    wh = Warehouse(tmp_path)
+    wh.commit({"t": rows(("a", 1), ("b", 2))}, SCHEMAS, query="q", batch=0)
+    cause = pa.struct([("kind", pa.string()), ("detail", pa.string())])
+    newer = pa.schema([*SCHEMA, pa.field("cause", cause)])
+    change = rows(("b", 20), ("c", 3)).append_column(
+        "cause", pa.array([{"kind": "joined", "detail": "m"}, None], cause)
+    )
+    wh.commit({"t": change}, {"t": newer}, query="q", batch=1)
+    table = wh.read("t", newer)
+    got = dict(
+        zip(table.column("name").to_pylist(), table.column("cause").to_pylist(), strict=True)
+    )
+    assert got == {"a": None, "b": {"kind": "joined", "detail": "m"}, "c": None}
+    assert state(wh) == {"a": 1, "b": 20, "c": 3}
+    # Appends (history tables) take new columns the same way.
+    wh.commit({}, {"h": newer}, query="q", batch=2, append={"h": change})
+    wh.commit({}, {"h": pa.schema([*newer, pa.field("more", pa.int64())])}, query="q", batch=3,
+              append={"h": change.append_column("more", pa.array([7, 8], pa.int64()))})  # fmt: skip
+    history = DeltaTable(str(tmp_path / "tables" / "h")).to_pyarrow_table()
+    assert sorted(history.column("more").to_pylist(), key=str) == [7, 8, None, None]
