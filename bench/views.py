@@ -393,6 +393,52 @@ def end_offsets(text: str) -> dict[str, int]:
     return flat
 
 
+def repeated_freshness(
+    spark: Any,
+    sources: list[Any],
+    args: argparse.Namespace,
+    *,
+    workdir: Path,
+    bootstrap: str,
+    small: Dataset,
+) -> dict[str, Any]:
+    """Freshness alone, ``--repeat`` times per source and warehouse, in turns (the order
+    rotating each round): the median of the p95s, every run, and their spread."""
+    from kafkacoord.spark.run import RunConfig
+
+    arms = [(source, kind) for source in sources for kind in args.warehouses.split(",")]
+    runs: dict[str, list[float]] = {}
+    for round_ in range(args.repeat):
+        for source, kind in arms[round_ % len(arms) :] + arms[: round_ % len(arms)]:
+            name = f"{source.value}_delta" if kind == "delta" else source.value
+            warehouse = workdir / f"wh-{name}-{small.topics.prefix}"
+            if kind != "delta":
+                BASELINE_DIRS.add(warehouse)
+
+            def config(source: Any = source, warehouse: Path = warehouse,
+                       **extra: Any) -> RunConfig:  # fmt: skip
+                return RunConfig(bootstrap, warehouse, prefix=small.topics.prefix,
+                                 source=source, **extra)  # fmt: skip
+
+            if name not in runs:
+                build_views(spark, config(available_now=True), small)
+                runs[name] = []
+            log(f"round {round_ + 1}/{args.repeat}: {name} freshness")
+            runs[name].append(round(freshness(
+                spark, config(trigger="1000 milliseconds"), bootstrap, small,
+                seconds=args.freshness_seconds, rate=args.freshness_rate,
+            ), 3))  # fmt: skip
+            log(f"    p95 {runs[name][-1]:.3f}s")
+    return {
+        name: {
+            "freshness_p95_s": statistics.median(values),
+            "runs": values,
+            "spread": [min(values), max(values)],
+        }
+        for name, values in runs.items()
+    }
+
+
 def run_bench(bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from kafkacoord.spark.connector import connector_jars
@@ -407,12 +453,17 @@ def run_bench(bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[s
     small = Dataset(make_topics(bootstrap, "s"), args.small_records)
     log(f"small state: {small.records:,} records")
     write_dataset(bootstrap, small)
+    if args.only == "freshness":  # measured over the small state only
+        result: dict[str, Any] = {"broker": args.broker, "small_records": small.records}
+        result.update(repeated_freshness(spark, sources, args, workdir=workdir,
+                                         bootstrap=bootstrap, small=small))  # fmt: skip
+        spark.stop()
+        return result
     large = Dataset(make_topics(bootstrap, "l"), args.records)
     log(f"large state: {large.records:,} records")
     write_dataset(bootstrap, large)
 
-    result: dict[str, Any] = {"broker": args.broker, "records": large.records,
-                              "small_records": small.records}  # fmt: skip
+    result = {"broker": args.broker, "records": large.records, "small_records": small.records}
     for source in sources:
         for kind in args.warehouses.split(","):
             delta = kind == "delta"
@@ -466,6 +517,12 @@ def main() -> None:
         "warehouse, the baseline)",
     )
     parser.add_argument("--workdir", type=Path, help="keep warehouses here (default: a temp dir)")
+    parser.add_argument(
+        "--only",
+        choices=["freshness"],
+        help="freshness alone, over the small state, --repeat times in turns",
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="with --only: runs per source")
     args = parser.parse_args()
     # stdout is for the result: logs go to stderr.
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
