@@ -9,7 +9,7 @@ from their commits and tombstones. Describing it asks the shard the same request
 
 Exact inside the offsets topic's history window (``min.compaction.lag.ms``, see
 :mod:`.metadata_history`). Records of a fenced shard leader (a zombie's late appends)
-are replayed like any other: the log's leader-epoch headers are not read here.
+are left out, as the daemons leave them out (the read's leader-epoch fence).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def group_as_of(
     shard = partition_for(group, topics.offsets_partitions)
     read = read_log(
         bootstrap, topics.offsets, shard, until_ms=instant_ms, wants=group_key_filter(group),
-        allowed=_GROUP_TYPES, client_id="kafkacoord-as-of",
+        allowed=_GROUP_TYPES, client_id="kafkacoord-as-of", leader_fenced=True,
     )  # fmt: skip
     history_window(bootstrap, topics.offsets, topics.history_window_ms).check(
         instant_ms, now_ms, read, topic=f"the offsets topic {topics.offsets}",

@@ -30,5 +30,5 @@ def group_steps(bootstrap: str, topics: InternalTopics, group: str) -> list[Grou
     (a ``--since`` filters these: earlier steps set the state later ones change)."""
     shard = partition_for(group, topics.offsets_partitions)
     read = read_log(bootstrap, topics.offsets, shard, client_id="kafkacoord-explain",
-                    wants=group_key_filter(group, _EXPLAINED))  # fmt: skip
+                    wants=group_key_filter(group, _EXPLAINED), leader_fenced=True)  # fmt: skip
     return explain_group((r.offset, r.timestamp_ms, r.key, r.value) for r in read.records)

@@ -4,7 +4,9 @@ For answers "as of" an instant: the state then is what the records appended up t
 that instant fold into. The read stops at the first record stamped after the instant
 (a log's prefix, so a later record from a clock running behind is not taken out of
 order) or at the high watermark seen when the read began. Transactions are read
-committed, as every replay of the internal topics is.
+committed, as every replay of the internal topics is. A read of an offsets partition
+asks for its leader-epoch fence, so a fenced shard leader's late appends are left out
+as the daemons leave them out.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import cast
 from confluent_kafka import Consumer, Message
 
 from kafkacoord.codecs import CodecError, RecordType, decode_record, record_type_of
+from kafkacoord.codecs.fencing import Headers, LeaderEpochFence
 from kafkacoord.codecs.models import AvroModel
 
 from .clients import PATIENT_FETCH_WAITS_MS, replay_consumer
@@ -43,6 +46,7 @@ class LogRead:
     next_offset: int
     undecodable: int = 0
     first_offset: int | None = None  # that record's offset: 0 if nothing before it is gone
+    fenced: int = 0  # records of a fenced shard leader, left out
 
 
 def read_log(
@@ -54,11 +58,16 @@ def read_log(
     wants: KeyFilter | None = None,
     allowed: frozenset[RecordType] | None = None,
     client_id: str = "kafkacoord-history",
+    leader_fenced: bool = False,
 ) -> LogRead:
     """Read ``topic``-``partition`` from its start; keep the records ``wants`` (by raw
     key) whose type is ``allowed``, up to the first stamped after ``until_ms``. Records
-    that do not decode are counted, not kept: a history read never stops on them."""
+    that do not decode are counted, not kept: a history read never stops on them.
+    ``leader_fenced``: drop records a newer ``ShardLeader`` fenced (an offsets
+    partition), as the daemons' replay does."""
     read = LogRead([], None, 0)
+    # Sees every record, the ShardLeader markers ``wants`` may leave out included.
+    fence = LeaderEpochFence() if leader_fenced else None
     for fetch_wait_ms in (None, *PATIENT_FETCH_WAITS_MS):
         consumer = replay_consumer(
             bootstrap, client_id, fetch_wait_ms=fetch_wait_ms,
@@ -73,6 +82,11 @@ def read_log(
                     return read
                 read.next_offset = offset + 1
                 raw_key = message.key()
+                if fence is not None and not fence.admit(
+                    raw_key, message.value(), cast(Headers | None, message.headers())
+                ):
+                    read.fenced += 1
+                    continue
                 if not raw_key or (wants is not None and not wants(raw_key)):
                     continue
                 try:

@@ -6,7 +6,17 @@ import pytest
 from confluent_kafka import Producer
 
 from kafkacoord.codecs import RecordType, encode_key, encode_value
-from kafkacoord.codecs.models import NodeKey, NodeValue, TopicKey
+from kafkacoord.codecs.fencing import epoch_headers
+from kafkacoord.codecs.models import (
+    NodeKey,
+    NodeValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    ShardLeaderKey,
+    ShardLeaderValue,
+    TopicKey,
+)
+from kafkacoord.codecs.records import group_key_filter
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.log_history import read_log
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
@@ -50,3 +60,37 @@ def test_a_read_as_of_an_instant_is_the_log_up_to_the_first_record_after_it(
 
     before = read_log(bootstrap, topics.metadata, until_ms=T0 - 1)
     assert before.records == [] and before.first_timestamp_ms == T0
+
+
+def test_a_fenced_shard_leaders_late_appends_are_left_out_of_an_offsets_history(
+    bootstrap: str, prefix: str
+) -> None:
+    """Leader 2 fences leader 1 (its ShardLeader record); a commit leader 1 appends after
+    that, tagged with its epoch, is a zombie's, and the daemons never replay it."""
+    topics = InternalTopics(prefix=prefix, offsets_partitions=1)
+    ensure_topics(admin_client(bootstrap), topics.specs(), replication_factor=1)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+
+    def commit(offset: int, epoch: int) -> None:
+        value = encode_value(OffsetCommitValue(offset, "", T0))
+        producer.produce(topics.offsets, value, encode_key(OffsetCommitKey("g", "t", 0)),
+                         headers=epoch_headers(epoch))  # fmt: skip
+
+    def leader(epoch: int) -> None:
+        value = encode_value(ShardLeaderValue(epoch, epoch, "i", T0))
+        producer.produce(topics.offsets, value, encode_key(ShardLeaderKey()),
+                         headers=epoch_headers(epoch))  # fmt: skip
+
+    leader(1)
+    commit(10, 1)
+    leader(2)
+    commit(11, 1)  # the zombie's
+    commit(12, 2)
+    assert producer.flush(30) == 0
+    wants = group_key_filter("g")
+
+    fenced = read_log(bootstrap, topics.offsets, wants=wants, leader_fenced=True)
+    offsets = [r.value.offset for r in fenced.records]  # type: ignore[union-attr]
+    assert (offsets, fenced.fenced) == ([10, 12], 1)
+    unfenced = read_log(bootstrap, topics.offsets, wants=wants)
+    assert [r.value.offset for r in unfenced.records] == [10, 11, 12]  # type: ignore[union-attr]
