@@ -300,8 +300,13 @@ class ControllerShard:
             )
             self.timers.schedule(REBALANCE_TIMER, now_ms + delay)
         elif isinstance(key, tuple) and key[0] == SESSION_TIMER:
-            if self.nodes.expire(batch, key[1]):
-                log.info("node %d session expired: fenced", key[1])
+            node_id = key[1]
+            if self.nodes.expire(batch, node_id):
+                # Once durable: a deposed controller resuming from a pause fires its
+                # overdue timers before its fenced append fails, and fences nobody.
+                batch.after_commit.append(
+                    lambda: log.info("node %d session expired: fenced", node_id)
+                )
         elif isinstance(key, tuple) and key[0] == ISR_SHRINK_TIMER:
             self.nodes.shrink_isrs(batch, key[1])
         elif isinstance(key, tuple) and key[0] == DELETE_TOPIC_TIMER:

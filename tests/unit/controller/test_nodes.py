@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from kafkacoord.codecs.models import NodeKey, NodeValue, PartitionState, Trigger, TriggerKind
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol import controller_api as api
-from kafkacoord.coordinator.runtime.shard import Request, RequestRef
+from kafkacoord.coordinator.runtime.shard import Request, RequestRef, replay_result
 
 from .support import START_MS, Cluster, quiet_config, trigger_of
 
@@ -293,3 +297,20 @@ def test_a_fencing_answers_with_the_new_leaders_then_shrinks_the_isrs_it_followe
     shrunk = [(v.topic, v.partition, v.isr) for v in c.partition_records(second) if v]
     assert shrunk == [("t", 1, (2, 3))]
     c.check()
+
+
+def test_a_session_expiry_is_logged_only_once_its_fencing_is_durable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A deposed controller resuming from a pause fires its overdue timers before its
+    append is fenced: it must not log fencings that never happen."""
+    c = Cluster()
+    c.add_nodes([1])
+    c.now += c.config.node_session_timeout_ms
+    caplog.set_level(logging.INFO)
+    result = c.shard.fire_timers(c.now)
+    replay_result(c.shard, result)
+    assert [v.fenced for v in (r.value for r in result.records) if isinstance(v, NodeValue)]
+    assert "session expired" not in caplog.text
+    result.committed()  # durable
+    assert "node 1 session expired: fenced" in caplog.text
