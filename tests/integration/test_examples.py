@@ -4,6 +4,7 @@ every write it acknowledged through a leader's ``kill -9``."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -110,6 +112,27 @@ def test_examples_stop_cleanly(bootstrap: str, tmp_path: Path, daemon_alive: boo
         daemon.stop()
 
 
+@contextlib.contextmanager
+def service_nodes(
+    bootstrap: str, tmp_path: Path, prefix: str, script: str, ids: Sequence[int], *args: str
+) -> Iterator[tuple[dict[int, Example], ControllerAdmin]]:
+    """A daemon and an example node per id, each registered; all killed on the way out."""
+    daemon = start_daemon(fast_daemon_env(bootstrap, prefix, 5), tmp_path, 1)
+    nodes: dict[int, Example] = {}
+    try:
+        daemon.wait_for("node registered")
+        common = ["--bootstrap", bootstrap, "--topic-prefix", prefix]
+        nodes = {n: Example(script, *common, *args, "--node-id", str(n)) for n in ids}
+        for n, node in nodes.items():
+            node.wait_for(f"node {n} registered")
+        with ControllerAdmin(bootstrap, InternalTopics(prefix)) as admin:
+            yield nodes, admin
+    finally:
+        for node in nodes.values():
+            node.process.kill()
+        daemon.stop()
+
+
 WRITERS, WRITES_EACH, WRITE_FOR_S = 3, 120, 45.0
 
 
@@ -120,16 +143,8 @@ def test_replicated_kv_keeps_acknowledged_writes_through_kill_9(
     monkeypatch.syspath_prepend(str(EXAMPLES))
     kv: Any = importlib.import_module("replicated_kv")
     prefix = f"kv{uuid.uuid4().hex[:8]}_"
-    daemon = start_daemon(fast_daemon_env(bootstrap, prefix, 5), tmp_path, 1)
-    nodes: dict[int, Example] = {}
-    try:
-        daemon.wait_for("node registered")
-        common = ["--bootstrap", bootstrap, "--topic-prefix", prefix]
-        nodes = {n: Example("replicated_kv.py", *common, "serve", "--node-id", str(n))
-                 for n in (21, 22, 23)}  # fmt: skip
-        for n, node in nodes.items():
-            node.wait_for(f"node {n} registered")
-        admin = ControllerAdmin(bootstrap, InternalTopics(prefix))
+    with service_nodes(bootstrap, tmp_path, prefix, "replicated_kv.py", (21, 22, 23),
+                       "serve") as (nodes, admin):  # fmt: skip
         admin.create_topic("kv", 3, 3)
         acked: dict[str, str] = {}
         lock = threading.Lock()
@@ -187,10 +202,6 @@ def test_replicated_kv_keeps_acknowledged_writes_through_kill_9(
         assert any(reader.partition(k) == 0 for k in acked)
         for n, node in nodes.items():
             assert n == victim or "Traceback" not in "\n".join(node.errors), node.errors
-    finally:
-        for node in nodes.values():
-            node.process.kill()
-        daemon.stop()
 
 
 @pytest.mark.parametrize("bootstrap", ["tansu"], indirect=True)  # the agent's own behaviour
@@ -199,16 +210,10 @@ def test_a_paused_service_node_rejoins_every_isr(bootstrap: str, tmp_path: Path)
     reports are refused until it is unfenced, and the partitions it follows under the
     same leader bring no new leadership; the example still rejoins each ISR."""
     prefix = f"rs{uuid.uuid4().hex[:8]}_"
-    daemon = start_daemon(fast_daemon_env(bootstrap, prefix, 5), tmp_path, 1)
-    nodes: dict[int, Example] = {}
-    try:
-        daemon.wait_for("node registered")
-        common = ["--bootstrap", bootstrap, "--topic-prefix", prefix]
-        nodes = {n: Example("replicated_service.py", "--node-id", str(n), *common)
-                 for n in (31, 32)}  # fmt: skip
-        for n, node in nodes.items():
-            node.wait_for(f"node {n} registered")
-        admin = ControllerAdmin(bootstrap, InternalTopics(prefix))
+    with service_nodes(bootstrap, tmp_path, prefix, "replicated_service.py", (31, 32)) as (
+        nodes,
+        admin,
+    ):
 
         def isrs() -> list[tuple[int, ...]]:
             image = admin.metadata()
@@ -229,8 +234,3 @@ def test_a_paused_service_node_rejoins_every_isr(bootstrap: str, tmp_path: Path)
         lines = nodes[32].lines
         assert any(line.startswith("out of the ISR of svc-") for line in lines), lines
         assert all("Traceback" not in "\n".join(n.errors) for n in nodes.values())
-        admin.close()
-    finally:
-        for node in nodes.values():
-            node.process.kill()
-        daemon.stop()
