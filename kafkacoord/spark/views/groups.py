@@ -34,6 +34,10 @@ GROUPS: Final = pa.schema(
         ("group_type", pa.string()),
         ("group_epoch", pa.int32()),
         ("target_assignment_epoch", pa.int32()),
+        # What started the rebalance the group's last record is the outcome of (a
+        # GroupCause kind, e.g. member_joined), and whom or what it was about.
+        ("rebalance_cause", pa.string()),
+        ("rebalance_cause_detail", pa.string()),
     ]
 )
 
@@ -62,6 +66,16 @@ def group_state(members: int) -> str:
     return "Stable" if members > 0 else "Empty"
 
 
+def cause_columns(causes: Any) -> tuple[str | None, str | None]:
+    """A record's ``cause`` (a GroupCause as a dict; None in records written before it)
+    as the view's two columns: its kind, and the member and detail it names."""
+    if not isinstance(causes, dict):
+        return None, None
+    who = causes.get("group_instance_id") or causes.get("member_id")
+    parts = [f"member {who}" if who else None, causes.get("detail")]
+    return causes.get("kind"), "; ".join(p for p in parts if p) or None
+
+
 def groups(snap: Snapshot, ctx: Context) -> pa.Table:
     gm = snap.frame("group_metadata")
     consumer = _consumer_groups(snap)
@@ -81,6 +95,7 @@ def groups(snap: Snapshot, ctx: Context) -> pa.Table:
             "state_timestamp": ms_to_time(gm["state_timestamp_ms"]),
             "updated_at": gm["log_time"],
             "group_type": "classic",
+            **_cause_frame(gm),
         }
     )
     if consumer:
@@ -88,6 +103,14 @@ def groups(snap: Snapshot, ctx: Context) -> pa.Table:
     for column in ("group_epoch", "target_assignment_epoch"):
         frame[column] = frame.get(column, pd.Series(None, index=frame.index)).astype("Int32")
     return to_table(frame.sort_values("group"), GROUPS)
+
+
+def _cause_frame(frame: pd.DataFrame) -> dict[str, Any]:
+    causes = frame.get("cause", pd.Series(None, index=frame.index, dtype=object))
+    kinds, details = (
+        zip(*(cause_columns(c) for c in causes), strict=True) if len(causes) else ((), ())
+    )
+    return {"rebalance_cause": list(kinds), "rebalance_cause_detail": list(details)}
 
 
 _STABLE_MEMBER: Final = 2  # MemberState.STABLE in the assignment record
@@ -105,8 +128,10 @@ def _consumer_groups(snap: Snapshot) -> list[dict[str, Any]]:
     for row in _consumer_member_rows(snap):
         by_group.setdefault(row["group"], []).append(row)
     rows = []
-    for group, epoch, shard, at in zip(*_columns(groups_frame, "group", "epoch", "shard",
-                                                 "log_time"), strict=True):  # fmt: skip
+    causes = _cause_frame(groups_frame)
+    for i, (group, epoch, shard, at) in enumerate(zip(*_columns(
+        groups_frame, "group", "epoch", "shard", "log_time"
+    ), strict=True)):  # fmt: skip
         members = by_group.get(group, [])
         target = targets.get(group, 0)
         if not members:
@@ -135,6 +160,8 @@ def _consumer_groups(snap: Snapshot) -> list[dict[str, Any]]:
                 "group_type": "consumer",
                 "group_epoch": epoch,
                 "target_assignment_epoch": target,
+                "rebalance_cause": causes["rebalance_cause"][i],
+                "rebalance_cause_detail": causes["rebalance_cause_detail"][i],
             }
         )
     return rows

@@ -33,10 +33,19 @@ def test_groups_and_members(tmp_path: Path) -> None:
     put(wh, "group_metadata", ("group",), [
         group("busy", [member("m1", encode_assignment({"orders": [1, 0]})),
                        member("m2", b"\x01\x02", host="/10.0.0.2")]),
-        group("idle", []),
+        group("idle", [], cause={"kind": "member_left", "member_id": "m9", "detail": None}),
     ])  # fmt: skip
     groups = {g["group"]: g for g in rows(wh, "groups")}
     assert groups["busy"]["state"] == "Stable" and groups["busy"]["members"] == 2
+    # A record written before causes were recorded has none.
+    assert (groups["busy"]["rebalance_cause"], groups["busy"]["rebalance_cause_detail"]) == (
+        None,
+        None,
+    )
+    assert (groups["idle"]["rebalance_cause"], groups["idle"]["rebalance_cause_detail"]) == (
+        "member_left",
+        "member m9",
+    )
     assert groups["idle"]["state"] == "Empty" and groups["idle"]["members"] == 0
     assert groups["busy"]["coordinator_shard"] == 1 and groups["busy"]["group_type"] == "classic"
     assert groups["busy"]["group_epoch"] is None
@@ -194,7 +203,9 @@ def _assignment(group: str, member_id: str, epoch: int, state: int,
 def test_consumer_protocol_groups_in_the_group_views(tmp_path: Path) -> None:
     wh = warehouse(tmp_path)
     put(wh, "consumer_groups", ("group",), [
-        {"group": "kip848", "epoch": 5, "shard": 2},
+        {"group": "kip848", "epoch": 5, "shard": 2,
+         "cause": {"kind": "subscribed_topic_changed", "group_instance_id": "i1",
+                   "member_id": "a", "detail": "orders 6 → 8 partitions"}},
         {"group": "moving", "epoch": 7, "shard": 2},
         {"group": "gone", "epoch": 2, "shard": 2},
     ])  # fmt: skip
@@ -226,6 +237,9 @@ def test_consumer_protocol_groups_in_the_group_views(tmp_path: Path) -> None:
     assert (groups["kip848"]["generation"], groups["kip848"]["members"]) == (5, 2)
     assert groups["kip848"]["protocol_type"] == "consumer"
     assert groups["moving"]["state"] == "Reconciling"
+    assert groups["kip848"]["rebalance_cause"] == "subscribed_topic_changed"
+    assert groups["kip848"]["rebalance_cause_detail"] == "member i1; orders 6 → 8 partitions"
+    assert groups["moving"]["rebalance_cause"] is None
     assert (groups["gone"]["state"], groups["gone"]["members"]) == ("Empty", 0)
     members = {m["member_id"]: m for m in rows(wh, "group_members")}
     assert members["a"]["assignment"] == "orders:0,1" and members["a"]["assigned_partitions"] == 2
