@@ -19,6 +19,8 @@ from kafkacoord.codecs import RecordType, decode_key, decode_value, encode_key
 from kafkacoord.codecs.models import (
     ControllerKey,
     ControllerValue,
+    GroupCause,
+    GroupCauseKind,
     GroupMember,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -124,7 +126,7 @@ class Scenario:
     # -- offsets -----------------------------------------------------------------
 
     def group(self, name: str, generation: int, members: dict[str, dict[str, list[int]]],
-              state_ms: int | None = None) -> None:  # fmt: skip
+              state_ms: int | None = None, cause: GroupCause | None = None) -> None:  # fmt: skip
         value = GroupMetadataValue(
             "consumer",
             generation,
@@ -143,6 +145,7 @@ class Scenario:
             ),
             "range" if members else None,
             min(members) if members else None,
+            cause,
         )
         self.offsets.append(record(GroupMetadataKey(name), value, shard_of(name)))
 
@@ -207,13 +210,14 @@ def build(topics: InternalTopics, user_topic: str, now_ms: int) -> Scenario:
     s.group("payments", 1, {"a": {user_topic: [0, 1, 2]}})
     s.commit("payments", 0, 3, ts=now_ms - 20_000)
     s.commit("payments", 1, 5)
-    s.group("payments", 2, {"a": {user_topic: [0, 1]}, "b": {user_topic: [2]}})
+    s.group("payments", 2, {"a": {user_topic: [0, 1]}, "b": {user_topic: [2]}},
+            cause=GroupCause(GroupCauseKind.MEMBER_JOINED, member_id="b"))  # fmt: skip
     s.commit("payments", 0, 7, ts=now_ms - 10_000)
     s.commit("payments", 2, 0)
     # "batch" empties out (state timestamp now: its offsets live on for the retention).
     s.group("batch", 1, {"c": {user_topic: [0]}})
     s.commit("batch", 0, 4)
-    s.group("batch", 2, {})
+    s.group("batch", 2, {}, cause=GroupCause(GroupCauseKind.MEMBER_LEFT, member_id="c"))
     # A standalone consumer: one fresh commit, one past retention.
     s.commit("solo", 1, 2)
     s.commit("solo", 2, 0, ts=now_ms - 8 * DAY)
@@ -348,6 +352,9 @@ def assert_views_match_cache(warehouse: Any, cache: StateCache, s: Scenario) -> 
             v.generation, v.protocol, v.leader, len(v.members), shard,
             "Stable" if v.members else "Empty",
         )  # fmt: skip
+        assert (row["rebalance_cause"], row["rebalance_cause_detail"]) == (
+            (v.cause.kind, f"member {v.cause.member_id}") if v.cause else (None, None)
+        )
     members = {(name, m.member_id): m for name, (_, v) in groups.items() for m in v.members}
     got_members = by(view("group_members"), "group", "member_id")
     assert set(got_members) == set(members)
