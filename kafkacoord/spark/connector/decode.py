@@ -1,8 +1,6 @@
 """The fenced rows of the connector pipeline, decoded into the Python source's exact rows.
 
-:func:`validate` marks the poison rows (``bad``) before the fence stage, which
-gives them their reason (``error``); :func:`decode` takes the fence stage's
-output (raw key and value, ``kind``, ``bad``, ``error``, ``fence_epoch``,
+Input: the fence stage's output (raw key and value, ``kind``, ``fence_epoch``,
 ``admitted``). Output: the columns of :func:`kafkacoord.spark.source.schema.decoded_schema`
 with the same values the Python source yields for the same records, so the
 fold and every view downstream are shared:
@@ -31,6 +29,7 @@ from ..avro import struct_column
 from ..source.options import Role
 from ..source.schema import decoded_schema
 from .avro import FORMATS
+from .poison import poison_reason
 
 _EPOCH_FIELD: Final = "controller_epoch"
 
@@ -75,22 +74,14 @@ def _fenced(topic: Column, kind: Column, value: Column, good: Column, epoch: Col
     )
 
 
-def _datums(staged: DataFrame) -> DataFrame:
-    kind, key, value = F.col("kind"), F.col("key"), F.col("value")
+def decode(staged: DataFrame) -> DataFrame:
+    topic, kind = F.col("topic"), F.col("kind")
+    key, value = F.col("key"), F.col("value")
     datums: dict[str, Column] = {}
     for fmt in FORMATS.values():
         datums.update(fmt.datums(kind, key, value))
-    return staged.withColumns(datums)
+    rows = staged.withColumns(datums)
 
-
-def validate(raw: DataFrame) -> DataFrame:
-    """``raw`` (with ``kind``) plus ``bad``: the record is poison.
-
-    Before the fence stage, which gives the bad rows their reason (the codecs'
-    words, in Python), so rows go through one Python hand-over, not two.
-    """
-    topic, kind = F.col("topic"), F.col("kind")
-    key, value = F.col("key"), F.col("value")
     key_ok = (F.octet_length(key) >= 2) & _case(
         kind, {t: fmt.key_valid(key) for t, fmt in FORMATS.items()}, F.lit(False)
     )
@@ -99,15 +90,8 @@ def validate(raw: DataFrame) -> DataFrame:
         & _case(kind, {t: fmt.value_valid(value) for t, fmt in FORMATS.items()}, F.lit(False))
     )
     bad = ~F.coalesce(key_ok & _allowed(topic, kind) & value_ok, F.lit(False))
-    return _datums(raw).select(*raw.columns, bad.alias("bad"))
-
-
-def decode(staged: DataFrame) -> DataFrame:
-    """The fence stage's rows (``bad`` and ``error`` set) as the Python source's."""
-    topic, kind = F.col("topic"), F.col("kind")
-    key, value = F.col("key"), F.col("value")
-    rows = _datums(staged)
-    good = ~F.col("bad")
+    rows = rows.withColumn("_bad", bad)
+    good = ~F.col("_bad")
 
     schema = decoded_schema()
     records = {}
@@ -132,10 +116,10 @@ def decode(staged: DataFrame) -> DataFrame:
         kind,
         F.when(good, record_type).alias("record_type"),
         F.when(good, value.isNull()).alias("tombstone"),
-        F.col("error"),
+        poison_reason(topic, F.col("offset"), F.col("_bad"), key, value).alias("error"),
         F.col("admitted"),
         epoch,
-        F.col("bad"),
+        F.col("_bad"),
         *(c.alias(n) for n, c in records.items()),
     ).withColumn("fenced", _fenced(topic, kind, value, good, epoch))
     return decoded.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields))

@@ -15,9 +15,7 @@ its offset, vectorised. The stage passes every row through, adding:
 
 - ``fence_epoch``: the epoch in force before the row (controller epoch on
   metadata topics, shard leader epoch on offsets topics, -1 elsewhere);
-- ``admitted``: the leader fence admits the row (always true off offsets topics);
-- ``error``: a poison row's reason, in the codecs' words (:mod:`.poison`): the
-  rows are in Python here anyway, so they need no second hand-over for it.
+- ``admitted``: the leader fence admits the row (always true off offsets topics).
 
 Whether a metadata record is fenced needs its decoded value; the decode step
 decides that from ``fence_epoch``.
@@ -38,16 +36,13 @@ from kafkacoord.codecs.models import ControllerValue
 
 from ..source.fence import Fence
 from ..source.options import Role
-from .poison import reasons
 
 # Rows in: the Kafka coordinates, the raw record, its record type tag (the key's first
-# byte, null without one), its epoch header (null if untagged) and whether it is poison.
-STAGE_INPUT: Final = (
-    "topic", "partition", "offset", "timestamp", "key", "value", "kind", "tag", "bad"
-)  # fmt: skip
+# byte, null without one) and its epoch header (null if untagged).
+STAGE_INPUT: Final = ("topic", "partition", "offset", "timestamp", "key", "value", "kind", "tag")
 STAGE_OUTPUT: Final = (
     "topic string, partition int, offset long, timestamp timestamp, key binary, value binary, "
-    "kind int, tag int, bad boolean, error string, fence_epoch int, admitted boolean"
+    "kind int, tag int, fence_epoch int, admitted boolean"
 )
 STAGE_STATE: Final = "epoch int"
 _TAG = struct.Struct(">i")
@@ -71,7 +66,7 @@ def fence_stage(
     else:
         epochs, admitted = np.full(len(rows), -1, np.int32), np.ones(len(rows), bool)
     state.update((epoch,))
-    yield rows.assign(error=reasons(rows), fence_epoch=epochs, admitted=admitted)
+    yield rows.assign(fence_epoch=epochs, admitted=admitted)
 
 
 def _movers(rows: pd.DataFrame, rtype: RecordType) -> np.ndarray:

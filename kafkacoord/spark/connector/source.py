@@ -1,10 +1,9 @@
 """The internal topics through Spark's own Kafka source, as the Python source's rows.
 
     spark.readStream.format("kafka")   (spark-sql-kafka-0-10)
-      -> record type tag, epoch header and poison, in Spark SQL     (decode.validate)
-      -> the epoch fences and poison reasons, a stateful stage
-         per (topic, partition)                                      (fence.py)
-      -> from_avro against the codecs' schemas and fencing           (decode.py)
+      -> record type tag and epoch header, in Spark SQL
+      -> the epoch fences, a stateful stage per (topic, partition)   (fence.py)
+      -> from_avro against the codecs' schemas, poison and fencing   (decode.py)
 
 The result has exactly the columns and values of ``spark.readStream.format("kafkacoord")``,
 so the fold, the warehouse and the views are the same code for both sources.
@@ -24,7 +23,7 @@ from pyspark.sql.streaming.state import GroupStateTimeout
 from kafkacoord.codecs.fencing import EPOCH_HEADER
 
 from .avro import key_type, unsigned
-from .decode import decode, validate
+from .decode import decode
 from .fence import STAGE_INPUT, STAGE_OUTPUT, STAGE_STATE, fence_stage
 
 FORMAT = "kafka"
@@ -79,14 +78,17 @@ def fenced(raw: DataFrame, tasks: int) -> DataFrame:
     partitions with a few changes each would cost fifty tasks a micro-batch.
     """
     key = F.col("key")
-    tagged = raw.coalesce(tasks).withColumns(
-        {
-            "kind": F.when(F.octet_length(key) >= 1, key_type(key)),
-            "tag": epoch_tag(F.col("headers")),
-            "partition": F.col("partition").cast("int"),
-        }
+    staged = (
+        raw.coalesce(tasks)
+        .withColumns(
+            {
+                "kind": F.when(F.octet_length(key) >= 1, key_type(key)),
+                "tag": epoch_tag(F.col("headers")),
+                "partition": F.col("partition").cast("int"),
+            }
+        )
+        .select(*STAGE_INPUT)
     )
-    staged = validate(tagged.select(*(c for c in STAGE_INPUT if c != "bad")))
     return staged.groupBy("topic", "partition").applyInPandasWithState(
         fence_stage, STAGE_OUTPUT, STAGE_STATE, "append", GroupStateTimeout.NoTimeout
     )
