@@ -129,9 +129,10 @@ def _consumer_groups(snap: Snapshot) -> list[dict[str, Any]]:
         by_group.setdefault(row["group"], []).append(row)
     rows = []
     causes = _cause_frame(groups_frame)
-    for i, (group, epoch, shard, at) in enumerate(zip(*_columns(
-        groups_frame, "group", "epoch", "shard", "log_time"
-    ), strict=True)):  # fmt: skip
+    for group, epoch, shard, at, cause, cause_detail in zip(
+        *_columns(groups_frame, "group", "epoch", "shard", "log_time"),
+        causes["rebalance_cause"], causes["rebalance_cause_detail"], strict=True,
+    ):  # fmt: skip
         members = by_group.get(group, [])
         target = targets.get(group, 0)
         if not members:
@@ -160,8 +161,8 @@ def _consumer_groups(snap: Snapshot) -> list[dict[str, Any]]:
                 "group_type": "consumer",
                 "group_epoch": epoch,
                 "target_assignment_epoch": target,
-                "rebalance_cause": causes["rebalance_cause"][i],
-                "rebalance_cause_detail": causes["rebalance_cause_detail"][i],
+                "rebalance_cause": cause,
+                "rebalance_cause_detail": cause_detail,
             }
         )
     return rows

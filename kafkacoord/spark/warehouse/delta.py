@@ -99,6 +99,8 @@ class Warehouse:
         # never wait for a batch's merge, and a table's versions publish in order.
         self._table_locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        # (table, columns) pairs already checked: the check runs once per schema, not per batch.
+        self._conformed: set[tuple[str, tuple[str, ...]]] = set()
 
     @contextmanager
     def _holding(self, tables: Iterable[str]) -> Iterator[None]:
@@ -229,6 +231,9 @@ class Warehouse:
             table = DeltaTable(self.path(name))
         except TableNotFoundError:
             return DeltaTable.create(self.path(name), schema=wanted)
+        checked = (name, tuple(wanted.names))
+        if checked in self._conformed:
+            return table
         # A record type's newer Avro version adds optional fields: a merge would drop
         # their values without a word, so the table takes the columns first (old rows
         # read them as null).
@@ -238,6 +243,7 @@ class Warehouse:
             table.alter.add_columns(list(Schema.from_arrow(pa.schema(missing)).fields))
             log.info("warehouse table gained columns", table=name,
                      columns=[f.name for f in missing])  # fmt: skip
+        self._conformed.add(checked)
         return table
 
     def _merge(
