@@ -2,12 +2,17 @@
 
 ListOffsets(latest) is wrong on the embedded broker for multi-record batches (it
 answers the last batch's base offset + 1, docs/architecture.md#high-watermark), but
-it never overshoots. So: ask ListOffsets, then fetch from ``max(listed, hint)``
-until partition EOF; the EOF position is the end, and the fetch reads at most the
-last batch. ``hint`` is an end seen before; if it is past the log (a truncated or
-recreated topic) the embedded broker answers nothing at all, so such partitions are
-fetched again from the listed offset. On Apache Kafka (:mod:`.broker_profile`)
-ListOffsets is exact and the fetch is skipped.
+it never overshoots, and its fetch responses carry the exact high watermark. So: ask
+ListOffsets, then fetch from one record before ``max(listed, hint)``; the first
+fetch response that returns a record (or reports partition EOF) carries a high
+watermark at least every record acknowledged before the call, and that is the end.
+Waiting for partition EOF instead never ends under a steady write load on the
+embedded broker: its fetch responses report a high watermark ahead of the records
+they can return yet, so the fetch position never meets it. ``hint`` is an end seen
+before; if it is past the log (a truncated or recreated topic) the embedded broker
+answers nothing at all, so such partitions are fetched again from the listed
+offset. On Apache Kafka (:mod:`.broker_profile`) ListOffsets is exact and the fetch
+is skipped.
 """
 
 from __future__ import annotations
@@ -44,7 +49,11 @@ def probe_consumer(bootstrap: str, client_id: str, kafka: Mapping[str, str]) -> 
                 "enable.partition.eof": True,
                 # Before the log start (retention) jump to the end: EOF is the answer.
                 "auto.offset.reset": "latest",
-                "fetch.wait.max.ms": 10,
+                # Every partition fetched has a record at the fetch position, so no fetch
+                # parks. The embedded broker answers with the partitions it has read within
+                # this wait: at 10 ms a fetch of fifty long partitions left some out of every
+                # response, for as long as the load lasted.
+                "fetch.wait.max.ms": 500,
                 **kafka,
             },
         )
@@ -119,14 +128,20 @@ class EndOffsetProbe:
             return listed  # the fetch below exists for the embedded broker's undercount
         hints = hints or {}
         starts = {tp: max(listed[tp], hints.get(tp, 0)) for tp in tps}
-        ends = self._fetch_to_eof(starts, self._hint_wait_s if hints else self._timeout_s)
+        # Nothing listed and nothing seen: an empty log (a fetch there would park).
+        ends = {tp: 0 for tp, start in starts.items() if start == 0}
+        wanted = {tp: start for tp, start in starts.items() if start > 0}
+        if wanted:
+            ends.update(self._fetch_ends(wanted, self._hint_wait_s if hints else self._timeout_s))
+        # A hint past a recreated, now empty log: the listed 0 is the end.
+        ends.update({tp: 0 for tp in tps if tp not in ends and listed[tp] == 0})
         retry = {tp: listed[tp] for tp in tps if tp not in ends}
         if retry:
-            ends.update(self._fetch_to_eof(retry, self._timeout_s))
+            ends.update(self._fetch_ends(retry, self._timeout_s))
         missing = sorted(tp for tp in tps if tp not in ends)
         if missing:
             raise BrokerUnavailableError(
-                f"no end-of-log from {missing} within {self._timeout_s}s; is the broker up?"
+                f"no fetch answered for {missing} within {self._timeout_s}s; is the broker up?"
             )
         return ends
 
@@ -143,24 +158,34 @@ class EndOffsetProbe:
         except KafkaException as exc:
             raise BrokerUnavailableError(f"ListOffsets failed at {self._bootstrap}: {exc}") from exc
 
-    def _fetch_to_eof(self, starts: Mapping[TopicPartitionKey, int], wait_s: float) -> Offsets:
+    def _fetch_ends(self, starts: Mapping[TopicPartitionKey, int], wait_s: float) -> Offsets:
+        """Each partition's high watermark from a fetch response received during this call."""
         consumer = self.consumer
-        consumer.assign([TopicPartition(t, p, o) for (t, p), o in starts.items()])
+        # One record before the start: the first response returns it (it exists), so it
+        # has a watermark newer than the call, even if later records are not readable yet.
+        consumer.assign([TopicPartition(t, p, max(0, o - 1)) for (t, p), o in starts.items()])
         ends: Offsets = {}
-        seen: dict[TopicPartitionKey, int] = {}
+        answered: dict[TopicPartitionKey, int] = {}
         deadline = time.monotonic() + wait_s
         try:
-            while len(ends) < len(starts) and time.monotonic() < deadline:
+            while len(ends) + len(answered) < len(starts) and time.monotonic() < deadline:
                 # consume() waits for the full count or the timeout: one event per partition.
-                for msg in consumer.consume(len(starts) - len(ends), 0.05):
+                for msg in consumer.consume(len(starts) - len(ends) - len(answered), 0.05):
                     tp = (cast(str, msg.topic()), cast(int, msg.partition()))
                     err = msg.error()
                     if err is None:
-                        seen[tp] = max(seen.get(tp, 0), cast(int, msg.offset()) + 1)
+                        if tp not in ends:
+                            answered[tp] = max(answered.get(tp, 0), cast(int, msg.offset()) + 1)
                     elif err.code() == KafkaError._PARTITION_EOF:
-                        ends.setdefault(tp, max(cast(int, msg.offset()), seen.get(tp, 0)))
+                        ends[tp] = max(cast(int, msg.offset()), answered.pop(tp, 0))
                     elif err.fatal() or not err.retriable():
                         raise BrokerUnavailableError(f"reading {tp}: {err.str()}")
+            for (topic, partition), seen in answered.items():
+                # Read after the record's event: its response's watermark is cached by then.
+                _, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), cached=True
+                )
+                ends[(topic, partition)] = max(seen, high)
         finally:
             consumer.unassign()
         return ends

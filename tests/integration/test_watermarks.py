@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import socket
+import threading
+import time
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -56,3 +59,67 @@ def test_an_unreachable_bootstrap_is_quirk_safe() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # bound, not listening: connections are refused
         assert broker_profile(f"127.0.0.1:{port}") is QUIRK_SAFE
+
+
+LOADED_PARTITIONS = 50
+
+
+@pytest.mark.parametrize("bootstrap", ["tansu"], indirect=True)  # Kafka's ListOffsets is exact
+def test_end_offsets_keep_up_with_a_steady_load_on_many_long_partitions(
+    bootstrap: str, prefix: str
+) -> None:
+    """Under writes that never pause, each answer covers every record acknowledged
+    before the call, and never passes the log. Waiting for partition EOF failed
+    here: the embedded broker's fetch responses carry a watermark ahead of what they
+    can return yet, and a short fetch wait left long partitions out of its answers."""
+    topic = f"{prefix}loaded"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, LOADED_PARTITIONS, 1)])[topic].result(30)
+    tps = [(topic, p) for p in range(LOADED_PARTITIONS)]
+    one_per_batch = {"linger.ms": 0, "batch.num.messages": 1, "acks": "all"}
+    producer = Producer({"bootstrap.servers": bootstrap, **one_per_batch})
+    acked: dict[tuple[str, int], int] = {}
+
+    def delivered(err: object, msg: Any) -> None:
+        if err is None:
+            tp = (topic, msg.partition())
+            acked[tp] = max(acked.get(tp, 0), msg.offset() + 1)
+
+    for i in range(300 * LOADED_PARTITIONS):  # long logs of one-record batches
+        producer.produce(topic, b"v", partition=i % LOADED_PARTITIONS, on_delivery=delivered)
+        producer.poll(0)
+    producer.flush(60)
+    stop = threading.Event()
+
+    def load() -> None:  # 500 records a second, bounded by ``stop`` and a minute
+        started, sent = time.monotonic(), 0
+        while not stop.is_set() and time.monotonic() - started < 60:
+            due = int((time.monotonic() - started) * 500)
+            for i in range(sent, due):
+                producer.produce(topic, b"v", partition=i % LOADED_PARTITIONS,
+                                 on_delivery=delivered)  # fmt: skip
+            sent = max(sent, due)
+            producer.poll(0.01)
+
+    answers: list[dict[tuple[str, int], int]] = []
+    writer = threading.Thread(target=load)
+    writer.start()
+    try:
+        with EndOffsetProbe(bootstrap) as probe:
+            hints: dict[tuple[str, int], int] = {}
+            for _ in range(8):
+                before = dict(acked)
+                ends = probe.latest(tps, hints=hints)
+                behind = {tp: (ends[tp], n) for tp, n in before.items() if ends[tp] < n}
+                assert not behind, f"ends behind acknowledged records: {behind}"
+                answers.append(ends)
+                hints = ends
+                time.sleep(0.5)
+    finally:
+        stop.set()
+        writer.join()
+    producer.flush(60)
+    final = log_end_offsets(bootstrap, tps)
+    assert final == acked
+    past = [(tp, end, final[tp]) for ends in answers for tp, end in ends.items() if end > final[tp]]
+    assert not past, f"ends past the log: {past[:5]}"

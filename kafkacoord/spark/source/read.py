@@ -77,7 +77,11 @@ def _consumer(options: SourceOptions) -> Consumer:
                 "fetch.max.bytes": 32 * 1024 * 1024,
                 "max.partition.fetch.bytes": 8 * 1024 * 1024,
                 "queued.max.messages.kbytes": 64 * 1024,
-                "fetch.wait.max.ms": 10,
+                # Every range ends at or below a watermark seen, so its records exist and no
+                # fetch of a pending range parks. The embedded broker answers with the
+                # partitions it has read within the wait: at 10 ms, long partitions were left
+                # out of response after response, and a batch's read grew with the log.
+                "fetch.wait.max.ms": 500,
                 **options.kafka,
             },
         )
