@@ -290,6 +290,34 @@ def wait_for_rows(query: Any, after: int, rows: int) -> list[dict[str, Any]]:
     raise TimeoutError(f"the changes never reached a batch after {after}: {seen}")
 
 
+def wait_until_read(
+    query: Any, topic: str, appended: list[tuple[int, int, float]], commits: dict[int, float]
+) -> dict[int, dict[str, int]]:
+    """Each batch's end offsets, once committed batches cover every appended record.
+
+    Counting rows is not enough: a restarted job may read a batch again (its rows
+    count twice), and a slow batch may still be running when the count is reached."""
+    last: dict[str, int] = {}
+    for partition, offset, _ in appended:
+        name = f"{topic}|{partition}"
+        last[name] = max(last.get(name, -1), offset)
+    deadline = time.monotonic() + 180
+    while True:
+        ends = {
+            p["batchId"]: end_offsets(p["sources"][0]["endOffset"])
+            for p in query.recentProgress
+            if p["numInputRows"]
+        }
+        covered = {name: max((e.get(name, 0) for b, e in ends.items() if b in commits),
+                             default=0) for name in last}  # fmt: skip
+        if all(covered[name] > offset for name, offset in last.items()):
+            return ends
+        assert query.isActive, query.exception()
+        behind = sorted(n for n, o in last.items() if covered[n] <= o)
+        assert time.monotonic() < deadline, f"appended records never read: {behind[:5]}"
+        time.sleep(0.2)
+
+
 def freshness(
     spark: Any, config: Any, bootstrap: str, data: Dataset, *, seconds: float, rate: int
 ) -> float:
@@ -321,13 +349,7 @@ def freshness(
             out.poll(0.01)
         assert out.flush(60) == 0
         data.records += sent
-        wait_for_rows(job.query, -1, sent)
-        time.sleep(3)
-        ends = {
-            p["batchId"]: end_offsets(p["sources"][0]["endOffset"])
-            for p in job.query.recentProgress
-            if p["numInputRows"]
-        }
+        ends = wait_until_read(job.query, data.topics.offsets, appended, commits)
     delays = []
     topic = data.topics.offsets
     for partition, offset, at in appended:
