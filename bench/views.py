@@ -63,7 +63,7 @@ from kafkacoord.codecs.models import (
     OffsetCommitValue,
 )
 from kafkacoord.storage.clients import admin_client
-from kafkacoord.storage.topics import InternalTopics, ensure_topics
+from kafkacoord.storage.topics import InternalTopics, TopicSpec, ensure_topics
 
 PARTITIONS_PER_GROUP = 16
 TIME_LIMIT_S = 900
@@ -88,6 +88,11 @@ class Dataset:
     def __post_init__(self) -> None:
         self.groups = max(1, self.records // (PARTITIONS_PER_GROUP + 1))
 
+    @property
+    def committed_topic(self) -> str:
+        """The topic the groups commit for: it exists, so the lag sampler samples it."""
+        return f"{self.topics.prefix}orders"
+
     def group(self, g: int) -> str:
         return f"group-{g:07d}"
 
@@ -95,7 +100,7 @@ class Dataset:
         return abs(java_hash(self.group(g))) % self.topics.offsets_partitions
 
     def commit(self, g: int, p: int, offset: int) -> tuple[int, bytes, bytes]:
-        key = encode_key(OffsetCommitKey(self.group(g), "orders", p))
+        key = encode_key(OffsetCommitKey(self.group(g), self.committed_topic, p))
         value = encode_value(OffsetCommitValue(offset, "", int(time.time() * 1000), 0))
         return self.shard(g), key, value
 
@@ -178,8 +183,15 @@ def produce(bootstrap: str, topic: str, records: Iterator[tuple[int, bytes, byte
 
 
 def make_topics(bootstrap: str, tag: str) -> InternalTopics:
+    """The internal topics, and the topic their groups commit for (``Dataset.committed_topic``):
+    without it the end-offset sampler finds nothing to sample, and ``lag_samples`` stays
+    empty, unlike any deployment's."""
     topics = InternalTopics(prefix=f"bench{tag}{uuid.uuid4().hex[:6]}_")
-    ensure_topics(admin_client(bootstrap), topics.specs(), replication_factor=1)
+    admin = admin_client(bootstrap)
+    ensure_topics(admin, topics.specs(), replication_factor=1)
+    committed = TopicSpec(f"{topics.prefix}orders", PARTITIONS_PER_GROUP,
+                          {"cleanup.policy": "delete"}, fixed_partitions=False)  # fmt: skip
+    ensure_topics(admin, [committed], replication_factor=1)
     return topics
 
 

@@ -5,7 +5,7 @@ answers the last batch's base offset + 1, docs/architecture.md#high-watermark), 
 it never overshoots, and its fetch responses carry the exact high watermark. So: ask
 ListOffsets, then fetch from one record before ``max(listed, hint)``; the first
 fetch response that returns a record (or reports partition EOF) carries a high
-watermark at least every record acknowledged before the call, and that is the end.
+watermark covering every record acknowledged before the call, and that is the end.
 Waiting for partition EOF instead never ends under a steady write load on the
 embedded broker: its fetch responses report a high watermark ahead of the records
 they can return yet, so the fetch position never meets it. ``hint`` is an end seen
