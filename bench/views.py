@@ -90,8 +90,7 @@ class Dataset:
 
     @property
     def committed_topic(self) -> str:
-        """The topic the groups commit for: it exists, so the lag sampler samples it."""
-        return f"{self.topics.prefix}orders"
+        return committed_topic(self.topics)
 
     def group(self, g: int) -> str:
         return f"group-{g:07d}"
@@ -182,14 +181,19 @@ def produce(bootstrap: str, topic: str, records: Iterator[tuple[int, bytes, byte
     return Writer(bootstrap, topic).write(records)
 
 
+def committed_topic(topics: InternalTopics) -> str:
+    """The topic the groups commit for: it exists, so the lag sampler samples it."""
+    return f"{topics.prefix}orders"
+
+
 def make_topics(bootstrap: str, tag: str) -> InternalTopics:
-    """The internal topics, and the topic their groups commit for (``Dataset.committed_topic``):
+    """The internal topics, and the topic their groups commit for (:func:`committed_topic`):
     without it the end-offset sampler finds nothing to sample, and ``lag_samples`` stays
     empty, unlike any deployment's."""
     topics = InternalTopics(prefix=f"bench{tag}{uuid.uuid4().hex[:6]}_")
     admin = admin_client(bootstrap)
     ensure_topics(admin, topics.specs(), replication_factor=1)
-    committed = TopicSpec(f"{topics.prefix}orders", PARTITIONS_PER_GROUP,
+    committed = TopicSpec(committed_topic(topics), PARTITIONS_PER_GROUP,
                           {"cleanup.policy": "delete"}, fixed_partitions=False)  # fmt: skip
     ensure_topics(admin, [committed], replication_factor=1)
     return topics

@@ -34,6 +34,10 @@ KAFKA_FETCH_WAIT_MS = 500
 # by then: past some tens of thousands of batches (it never compacts) a 10 or 50 ms wait
 # finds nothing, and every fetch comes back empty with a later log end.
 PATIENT_FETCH_WAITS_MS = (1_000, 5_000)
+# The fetch wait of reads whose partitions all hold a record at the fetch position (end
+# probes, planned ranges): no such fetch parks, so the wait only bounds that listing. At
+# 10 ms a fetch of fifty long partitions left some out of every answer while writes went on.
+RECORDS_AHEAD_FETCH_WAIT_MS = 500
 
 
 # The controller's transaction.timeout.ms. A controller killed mid-transaction holds

@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 
 from .broker_profile import broker_profile
-from .clients import base_config
+from .clients import RECORDS_AHEAD_FETCH_WAIT_MS, base_config
 from .errors import BrokerUnavailableError
 
 TopicPartitionKey = tuple[str, int]
@@ -49,11 +49,8 @@ def probe_consumer(bootstrap: str, client_id: str, kafka: Mapping[str, str]) -> 
                 "enable.partition.eof": True,
                 # Before the log start (retention) jump to the end: EOF is the answer.
                 "auto.offset.reset": "latest",
-                # Every partition fetched has a record at the fetch position, so no fetch
-                # parks. The embedded broker answers with the partitions it has read within
-                # this wait: at 10 ms a fetch of fifty long partitions left some out of every
-                # response, for as long as the load lasted.
-                "fetch.wait.max.ms": 500,
+                # Every partition fetched has a record at the fetch position.
+                "fetch.wait.max.ms": RECORDS_AHEAD_FETCH_WAIT_MS,
                 **kafka,
             },
         )

@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from pyspark.sql.datasource import InputPartition
 
 from kafkacoord.codecs.fencing import Headers, LeaderEpochFence
-from kafkacoord.storage.clients import base_config
+from kafkacoord.storage.clients import RECORDS_AHEAD_FETCH_WAIT_MS, base_config
 from kafkacoord.storage.errors import BrokerUnavailableError, StorageError
 
 from .columns import ColumnBuilder
@@ -77,11 +77,8 @@ def _consumer(options: SourceOptions) -> Consumer:
                 "fetch.max.bytes": 32 * 1024 * 1024,
                 "max.partition.fetch.bytes": 8 * 1024 * 1024,
                 "queued.max.messages.kbytes": 64 * 1024,
-                # Every range ends at or below a watermark seen, so its records exist and no
-                # fetch of a pending range parks. The embedded broker answers with the
-                # partitions it has read within the wait: at 10 ms, long partitions were left
-                # out of response after response, and a batch's read grew with the log.
-                "fetch.wait.max.ms": 500,
+                # Every range ends at or below a watermark seen: its records exist.
+                "fetch.wait.max.ms": RECORDS_AHEAD_FETCH_WAIT_MS,
                 **options.kafka,
             },
         )
