@@ -2,9 +2,13 @@
 
 Each round of the end-offset sampler knows the log end of every partition groups
 commit for; with the warehouse's committed offsets that is every group partition's
-lag at that instant. Rows are keyed by bucket, so the newest sample of a bucket wins
-and the table grows with buckets x partitions, not with samples. Buckets older than
-the retention get tombstones, which compaction then drops.
+lag at that instant. A bucket is written once, by the first round that falls in it:
+the rows of a round cover every committed offset (millions, at scale), and writing
+them every few seconds took the view job's time from its batches. So the table grows
+with buckets x partitions, not with samples, and the current minute shows as soon as
+it starts. An available-now run's last round writes its bucket again, so a one-shot
+run ends with the lag it left. Buckets older than the retention get tombstones, which
+compaction drops.
 """
 
 from __future__ import annotations
@@ -45,7 +49,9 @@ def _key(group: str, topic: str, partition: int, shard: int, bucket_ms: int) -> 
 
 
 class LagRecorder:
-    """Turns one sampling round into ``lag_samples`` rows, and expires old buckets."""
+    """Turns the first sampling round of each bucket into ``lag_samples`` rows, and
+    expires old buckets. :meth:`rows` changes nothing; :meth:`recorded` takes what the
+    warehouse committed, so a failed commit leaves the bucket to the next round."""
 
     def __init__(self, resolution_ms: int = RESOLUTION_MS, retain_ms: int = RETAIN_MS) -> None:
         if resolution_ms <= 0 or retain_ms <= 0:
@@ -63,24 +69,36 @@ class LagRecorder:
             key = _key(row["group"], row["topic"], row["partition"], row["shard"], bucket)
             self._buckets.setdefault(bucket, set()).add(key)
 
+    def bucket(self, now_ms: int) -> int:
+        return now_ms - now_ms % self.resolution_ms
+
+    def due(self, now_ms: int) -> bool:
+        """Whether the round at ``now_ms`` has a bucket to write: nothing is in it yet."""
+        return self.bucket(now_ms) not in self._buckets
+
     def rows(
         self,
         now_ms: int,
         committed: Iterable[tuple[str, str, int, int, int]] | pa.Table,
         ends: Mapping[TP, tuple[int, int]],
+        *,
+        rewrite: bool = False,
     ) -> pa.Table:
         """``committed``: the visible offsets as (group, topic, partition, shard, offset)
         tuples or a table of those columns (``offset`` as ``committed_offset``); ``ends``:
         (topic, partition) -> (sampled_ms, log end offset). Partitions without an end are
-        skipped."""
-        bucket = now_ms - now_ms % self.resolution_ms
-        live = self._live(bucket, _committed(committed), ends)
-        written = self._buckets.setdefault(bucket, set())
-        written.update(live.column(KEY).to_pylist())
+        skipped. Empty when the bucket is already written, but for expired buckets;
+        ``rewrite`` writes it again (its rows then replace the earlier ones)."""
+        bucket = self.bucket(now_ms)
+        live = (
+            self._live(bucket, _committed(committed), ends)
+            if rewrite or self.due(now_ms)
+            else _ROWS.empty_table()
+        )
         tombstones: list[tuple[object, ...]] = []
         cutoff = now_ms - self.retain_ms
-        for old in [b for b in self._buckets if b + self.resolution_ms <= cutoff]:
-            for key in sorted(self._buckets.pop(old)):
+        for old in sorted(b for b in self._buckets if b + self.resolution_ms <= cutoff):
+            for key in sorted(self._buckets[old]):
                 group_b, topic_b, partition_b, shard_b, _ = key.split(b"\x00")
                 tombstones.append((key, True, group_b.decode(), topic_b.decode(),
                                    int(partition_b), int(shard_b), old, None, None,
@@ -92,6 +110,19 @@ class LagRecorder:
             [pa.array(c, f.type) for c, f in zip(columns, _ROWS, strict=True)], schema=_ROWS
         )
         return pa.concat_tables([live, expired])
+
+    def recorded(self, now_ms: int, rows: pa.Table) -> None:
+        """``rows``, from :meth:`rows` at ``now_ms``, are committed: that bucket is written
+        (even if no partition had a lag to record), and the buckets they tombstone are gone."""
+        self._buckets.setdefault(self.bucket(now_ms), set())
+        keys = rows.column(KEY).to_pylist()
+        buckets = rows.column("bucket_ms").to_pylist()
+        for key, gone, bucket in zip(keys, rows.column(DELETED).to_pylist(), buckets,
+                                     strict=True):  # fmt: skip
+            if gone:
+                self._buckets.pop(bucket, None)
+            else:
+                self._buckets[bucket].add(key)
 
     @staticmethod
     def _live(bucket: int, committed: pa.Table, ends: Mapping[TP, tuple[int, int]]) -> pa.Table:

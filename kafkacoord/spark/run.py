@@ -206,7 +206,7 @@ class ViewJob:
     def finish(self) -> None:
         """After an available-now run: fresh end offsets and a compact warehouse."""
         if self.sampler is not None:
-            self.sampler.sample()
+            self.sampler.sample(last=True)
         self.maintenance.run_once()
 
     def stop(self) -> None:

@@ -4,8 +4,9 @@ Runs beside the streaming query: end offsets move when nothing is committed,
 and that is exactly when a stopped consumer must show up. Each round replaces
 the small ``end_offsets`` table: per partition, the newest end and a history
 of recent samples (Burrow computes each commit's lag from the end offset
-known when it arrived). Each round also appends every group partition's lag to
-``lag_samples`` (:mod:`.lag_history`), the console's long lag history.
+known when it arrived). The first round of each lag-history bucket also writes
+every group partition's lag to ``lag_samples`` (:mod:`.lag_history`), the
+console's long lag history.
 """
 
 from __future__ import annotations
@@ -82,8 +83,10 @@ class EndOffsetSampler:
         with self._lock:
             self._watched.update(pairs)
 
-    def sample(self) -> int:
-        """One round; returns how many partitions got a sample."""
+    def sample(self, *, last: bool = False) -> int:
+        """One round; returns how many partitions got a sample. ``last``: the job's final
+        round (an available-now run), which writes its lag-history bucket even if an
+        earlier round did, so a one-shot run's history ends with the lag it left."""
         with self._lock:
             watched = sorted(self._watched)
         if not watched:
@@ -100,9 +103,12 @@ class EndOffsetSampler:
             kept = [s for s in history if s[0] >= cutoff][-MAX_SAMPLES:]
             self._history[tp] = kept
         latest = {tp: h[-1] for tp, h in self._history.items() if h}
-        lag = self._lag.rows(now, self._visible_offsets(now), latest)
+        # The visible offsets are read only for the round that writes a bucket.
+        offsets = self._visible_offsets(now) if last or self._lag.due(now) else []
+        lag = self._lag.rows(now, offsets, latest, rewrite=last)
         self._warehouse.commit({LAG_SAMPLES: lag}, schemas(), replace={END_OFFSETS: self._table()},
                                scope={LAG_SAMPLES: "bucket_ms"})  # fmt: skip
+        self._lag.recorded(now, lag)
         return len(ends)
 
     def _visible_offsets(self, now_ms: int) -> pa.Table | list[tuple[str, str, int, int, int]]:
