@@ -535,7 +535,8 @@ def main() -> None:
     parser.add_argument("--freshness-seconds", type=float, default=30.0)
     parser.add_argument("--freshness-rate", type=int, default=1_000, help="records per second")
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--state-partitions", type=int, default=4)
+    parser.add_argument("--state-partitions", type=int,
+                        help="default: the session's cores, as views run")  # fmt: skip
     parser.add_argument(
         "--broker",
         choices=BROKERS,

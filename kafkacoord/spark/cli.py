@@ -67,8 +67,13 @@ def run(
         int, typer.Option(min=1, help="At most this many records per micro-batch.")
     ] = 200_000,
     state_partitions: Annotated[
-        int, typer.Option(min=1, help="State store partitions (fixed once a checkpoint exists).")
-    ] = 4,
+        int | None,
+        typer.Option(
+            min=1,
+            help="State store partitions, fixed once a checkpoint exists (default: the "
+            "session's cores; set more if the cluster will grow).",
+        ),
+    ] = None,
     retention_minutes: Annotated[
         int, typer.Option(min=1, help="offsets.retention.minutes, for expiry in the views.")
     ] = 10080,
