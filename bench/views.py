@@ -191,11 +191,9 @@ def make_topics(bootstrap: str, tag: str) -> InternalTopics:
     without it the end-offset sampler finds nothing to sample, and ``lag_samples`` stays
     empty, unlike any deployment's."""
     topics = InternalTopics(prefix=f"bench{tag}{uuid.uuid4().hex[:6]}_")
-    admin = admin_client(bootstrap)
-    ensure_topics(admin, topics.specs(), replication_factor=1)
     committed = TopicSpec(committed_topic(topics), PARTITIONS_PER_GROUP,
                           {"cleanup.policy": "delete"}, fixed_partitions=False)  # fmt: skip
-    ensure_topics(admin, [committed], replication_factor=1)
+    ensure_topics(admin_client(bootstrap), [*topics.specs(), committed], replication_factor=1)
     return topics
 
 

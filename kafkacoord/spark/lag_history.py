@@ -114,15 +114,11 @@ class LagRecorder:
     def recorded(self, now_ms: int, rows: pa.Table) -> None:
         """``rows``, from :meth:`rows` at ``now_ms``, are committed: that bucket is written
         (even if no partition had a lag to record), and the buckets they tombstone are gone."""
-        self._buckets.setdefault(self.bucket(now_ms), set())
-        keys = rows.column(KEY).to_pylist()
-        buckets = rows.column("bucket_ms").to_pylist()
-        for key, gone, bucket in zip(keys, rows.column(DELETED).to_pylist(), buckets,
-                                     strict=True):  # fmt: skip
-            if gone:
-                self._buckets.pop(bucket, None)
-            else:
-                self._buckets[bucket].add(key)
+        deleted = rows.column(DELETED)
+        for gone in set(rows.filter(deleted).column("bucket_ms").to_pylist()):
+            self._buckets.pop(gone, None)
+        live = rows.filter(pc.invert(deleted)).column(KEY).to_pylist()
+        self._buckets.setdefault(self.bucket(now_ms), set()).update(live)
 
     @staticmethod
     def _live(bucket: int, committed: pa.Table, ends: Mapping[TP, tuple[int, int]]) -> pa.Table:
