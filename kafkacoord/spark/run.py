@@ -86,8 +86,13 @@ class RunConfig:
         if self.source is Source.CONNECTOR:
             from .connector.source import ConnectorOptions, connector_source
 
-            options = ConnectorOptions(self.bootstrap, self.prefix, self.max_records_per_batch,
-                                       kafka=self.connector_kafka)  # fmt: skip
+            options = ConnectorOptions(
+                self.bootstrap,
+                self.prefix,
+                self.max_records_per_batch,
+                kafka=self.connector_kafka,
+                fence_kafka=self.kafka,
+            )
             return connector_source(spark, options)
         return spark.readStream.format(FORMAT).options(**self.source_options()).load()
 

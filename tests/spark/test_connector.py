@@ -18,11 +18,12 @@ from pyspark.sql import DataFrame, SparkSession
 
 from kafkacoord.codecs import encode_key
 from kafkacoord.codecs.models import NodeKey
+from kafkacoord.spark.connector.fence import EpochMemory, fence_batch
 from kafkacoord.spark.connector.source import ConnectorOptions, connector_source
 from kafkacoord.spark.run import RunConfig, Source, run
 from kafkacoord.spark.views import VIEWS, read_view
 
-from .mixed_log import bool_of_two, build_mixed, write_mixed, write_records
+from .mixed_log import Tagged, bool_of_two, build_mixed, write_mixed, write_records
 from .scenario import OFFSETS_PARTITIONS, RETENTION_MS, now_ms
 from .support import internal_topics
 
@@ -142,3 +143,50 @@ def test_a_record_spark_avro_reads_otherwise_stops_the_connector_with_the_reason
     with pytest.raises(Exception, match="spark-avro rejects a record the codecs decode"):
         collect(connector_source(connector, ConnectorOptions(bootstrap, prefix)),
                 tmp_path / "connector")  # fmt: skip
+
+
+def stage_rows(topic: str, partition: int, records: list[Tagged]) -> pa.RecordBatch:
+    """One partition's records as the read hands them to the fence, from offset 0."""
+    return pa.RecordBatch.from_pydict(
+        {
+            "topic": pa.array([topic] * len(records), pa.string()),
+            "partition": pa.array([partition] * len(records), pa.int32()),
+            "offset": pa.array(range(len(records)), pa.int64()),
+            "key": pa.array([k for _, k, _, _ in records], pa.binary()),
+            "value": pa.array([v for _, _, v, _ in records], pa.binary()),
+            "kind": pa.array([k[0] if k else None for _, k, _, _ in records], pa.int32()),
+            "tag": pa.array([t for _, _, _, t in records], pa.int32()),
+        }
+    )
+
+
+def test_a_worker_that_meets_a_partition_mid_log_reads_the_epoch_from_the_log(
+    bootstrap: str, prefix: str
+) -> None:
+    """Another worker read the batches before, or the job restarted: the fence scans
+    the log up to the run (or from where this worker left it) and gives the verdicts
+    of a walk from offset 0."""
+    topics = internal_topics(bootstrap, prefix, OFFSETS_PARTITIONS)
+    log = build_mixed(topics, f"{prefix}orders", now_ms())
+    write_mixed(bootstrap, log)
+    verdict = ("fence_epoch", "admitted")
+    epochs_seen: set[int] = set()
+    for topic, records in ((topics.metadata, log.metadata), (topics.offsets, log.offsets)):
+        for partition in sorted({r[0] for r in records}):
+            rows = stage_rows(topic, partition, [r for r in records if r[0] == partition])
+            n = rows.num_rows
+            whole = fence_batch(rows, EpochMemory(bootstrap, {}, 30.0)).select(verdict)
+            for cut in sorted({1, n // 2, n - 1}):
+                fresh = EpochMemory(bootstrap, {}, 30.0)
+                tail = fence_batch(rows.slice(cut), fresh).select(verdict)
+                assert tail.equals(whole.slice(cut)), (topic, partition, cut)
+                assert fresh.scans == 1
+                epochs_seen.update(tail.column("fence_epoch").to_pylist())
+            # A worker that read the start and meets the partition again two thirds on
+            # scans only the records in between.
+            worker = EpochMemory(bootstrap, {}, 30.0)
+            fence_batch(rows.slice(0, n // 3), worker)
+            later = fence_batch(rows.slice(2 * n // 3), worker).select(verdict)
+            assert later.equals(whole.slice(2 * n // 3)), (topic, partition)
+            assert worker.scans == 1
+    assert len(epochs_seen - {-1}) >= 2  # the cuts fell after epochs moved

@@ -1,12 +1,19 @@
-"""The epoch fences as a stateful stage of the connector pipeline (one state per partition).
+"""The epoch fences of the connector pipeline, walked in read order (no shuffle, no state).
 
 Fencing depends on log order across keys: the controller epoch in force at a
 metadata record is the newest epoch of the controller records before it, and a
 group shard's leader epoch rises with each admitted ``ShardLeader`` marker
 (:mod:`kafkacoord.spark.source.fence`, :mod:`kafkacoord.codecs.fencing`).
-Spark SQL has no running state across a stream's rows, so this stage keeps the
-epoch of each (topic, partition) in Spark's state store and walks each
-micro-batch's rows in offset order.
+
+Spark's Kafka source reads each Kafka partition of a micro-batch in one task, in
+offset order, and ``coalesce`` concatenates those reads, so a ``mapInArrow``
+right after the read meets each partition's rows as one run in log order. It
+needs the epoch in force at a run's first offset, which is a function of the log
+before it: each Python worker remembers where it left every partition (offset
+and epoch) and, when a run does not start there (another worker read the
+previous batch, a restart, a replay), scans the records in between with the
+Python source's own :class:`EpochScanner`. Correctness never rests on which
+worker reads what; only the cost of a scan does.
 
 Only the rows that can move an epoch (controller records, ``ShardLeader``
 markers: a handful) go through the very same ``Fence`` and ``LeaderEpochFence``
@@ -23,18 +30,23 @@ decides that from ``fence_epoch``.
 
 from __future__ import annotations
 
+import itertools
 import struct
-from collections.abc import Iterator
-from typing import Any, Final
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Final
 
 import numpy as np
-import pandas as pd  # type: ignore[import-untyped]
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import Consumer
 
 from kafkacoord.codecs import CodecError, RecordType, decode_record
 from kafkacoord.codecs.fencing import EPOCH_HEADER, LeaderEpochFence
 from kafkacoord.codecs.models import ControllerValue
+from kafkacoord.storage.watermarks import probe_consumer
 
-from ..source.fence import Fence
+from ..source.fence import EpochScanner, Fence
 from ..source.options import Role
 
 # Rows in: the Kafka coordinates, the raw record, its record type tag (the key's first
@@ -44,48 +56,163 @@ STAGE_OUTPUT: Final = (
     "topic string, partition int, offset long, timestamp timestamp, key binary, value binary, "
     "kind int, tag int, fence_epoch int, admitted boolean"
 )
-STAGE_STATE: Final = "epoch int"
 _TAG = struct.Struct(">i")
+_NO_EPOCH: Final = -1
 
 
-def fence_stage(
-    group: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: Any
-) -> Iterator[pd.DataFrame]:
-    """``applyInPandasWithState`` function over the rows of one (topic, partition)."""
-    topic = str(group[0])
-    frames = [f for f in batches if len(f)]
-    if not frames:
-        return
-    rows = pd.concat(frames, ignore_index=True).sort_values("offset", ignore_index=True)
-    epoch = int(state.get[0]) if state.exists else -1
+@dataclass(frozen=True)
+class Mark:
+    """The epoch in force at ``offset`` of one partition."""
+
+    offset: int
+    epoch: int
+
+
+@dataclass
+class EpochMemory:
+    """Where one Python worker left each partition: the start and the end of its last run.
+
+    The start serves a replayed batch (a retried task) without a scan from offset 0.
+    """
+
+    bootstrap: str
+    kafka: Mapping[str, str]
+    timeout_s: float
+    _marks: dict[tuple[str, int], tuple[Mark, Mark]] = field(default_factory=dict)
+    _consumer: Consumer | None = None
+    scans: int = 0
+
+    def epoch_at(self, topic: str, partition: int, offset: int, *, leader: bool) -> int:
+        """The epoch in force at ``offset``, scanning the log only if no mark is there."""
+        known = self._marks.get((topic, partition), ())
+        for mark in known:
+            if mark.offset == offset:
+                return mark.epoch
+        before = [m for m in known if m.offset < offset]
+        start = max(before, key=lambda m: m.offset) if before else Mark(0, _NO_EPOCH)
+        if start.offset == offset:
+            return start.epoch  # the log's start: no epoch yet
+        self.scans += 1
+        scanner = EpochScanner(self.consumer(), topic, partition, self.timeout_s,
+                               leader=leader, start=(start.offset, start.epoch))  # fmt: skip
+        return scanner.epoch_at(offset)
+
+    def ran(self, topic: str, partition: int, first: Mark, end: Mark) -> None:
+        self._marks[(topic, partition)] = (first, end)
+
+    def consumer(self) -> Consumer:
+        # Shared by every scan of this worker, one partition at a time.
+        if self._consumer is None:
+            self._consumer = probe_consumer(
+                self.bootstrap,
+                "kafkacoord-spark-fence",
+                {"auto.offset.reset": "earliest", **self.kafka},
+            )
+        return self._consumer
+
+
+# One per Python worker process and cluster: Spark reuses workers across tasks and batches.
+_memories: dict[tuple[str, tuple[tuple[str, str], ...]], EpochMemory] = {}
+
+
+@dataclass(frozen=True)
+class ReadOrderFence:
+    """The ``mapInArrow`` function: every row with its epoch and the leader fence's verdict.
+
+    ``kafka``: librdkafka settings to scan the same cluster (its security settings).
+    """
+
+    bootstrap: str
+    kafka: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 60.0
+
+    def memory(self) -> EpochMemory:
+        key = (self.bootstrap, tuple(sorted(self.kafka.items())))
+        if key not in _memories:
+            _memories[key] = EpochMemory(self.bootstrap, dict(self.kafka), self.timeout_s)
+        return _memories[key]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        memory = self.memory()
+        for batch in batches:
+            if batch.num_rows:
+                yield fence_batch(batch, memory)
+
+
+def runs(batch: pa.RecordBatch) -> list[tuple[int, int]]:
+    """[start, end) of each stretch of rows of one (topic, partition)."""
+    n = batch.num_rows
+    if not n:
+        return []
+    topics = batch.column("topic").to_numpy(zero_copy_only=False)
+    partitions = batch.column("partition").to_numpy(zero_copy_only=False)
+    cuts = np.flatnonzero((topics[1:] != topics[:-1]) | (partitions[1:] != partitions[:-1])) + 1
+    bounds = [0, *cuts.tolist(), n]
+    return list(itertools.pairwise(bounds))
+
+
+def fence_batch(batch: pa.RecordBatch, memory: EpochMemory) -> pa.RecordBatch:
+    pieces = []
+    for start, end in runs(batch):
+        rows = batch.slice(start, end - start)
+        offsets = rows.column("offset").to_numpy()
+        if np.any(offsets[1:] <= offsets[:-1]):
+            # Not read in log order: walk it in log order all the same.
+            rows = rows.take(pc.sort_indices(rows.column("offset")))
+            offsets = rows.column("offset").to_numpy()
+        pieces.append(_fence_run(rows, offsets, memory))
+    if not pieces:
+        return _with_verdicts(batch, np.empty(0, np.int32), np.empty(0, bool))
+    return pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
+
+
+def _fence_run(rows: pa.RecordBatch, offsets: np.ndarray, memory: EpochMemory) -> pa.RecordBatch:
+    topic, partition = rows.column("topic")[0].as_py(), rows.column("partition")[0].as_py()
     role = Role.of(topic)
-    if role is Role.METADATA:
-        epochs, admitted, epoch = _controller(rows, epoch)
-    elif role is Role.OFFSETS:
-        epochs, admitted, epoch = _leader(rows, epoch)
+    if role not in (Role.METADATA, Role.OFFSETS):
+        epochs, admitted = np.full(len(rows), _NO_EPOCH, np.int32), np.ones(len(rows), bool)
     else:
-        epochs, admitted = np.full(len(rows), -1, np.int32), np.ones(len(rows), bool)
-    state.update((epoch,))
-    yield rows.assign(fence_epoch=epochs, admitted=admitted)
+        leader = role is Role.OFFSETS
+        first = int(offsets[0])
+        epoch = memory.epoch_at(topic, partition, first, leader=leader)
+        walk = _leader if leader else _controller
+        epochs, admitted, last = walk(rows, epoch)
+        memory.ran(topic, partition, Mark(first, epoch), Mark(int(offsets[-1]) + 1, last))
+    return _with_verdicts(rows, epochs, admitted)
 
 
-def _movers(rows: pd.DataFrame, rtype: RecordType) -> np.ndarray:
+def _with_verdicts(
+    rows: pa.RecordBatch, epochs: np.ndarray, admitted: np.ndarray
+) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [*rows.columns, pa.array(epochs, pa.int32()), pa.array(admitted, pa.bool_())],
+        names=[*rows.schema.names, "fence_epoch", "admitted"],
+    )
+
+
+def _floats(column: pa.Array) -> np.ndarray:
+    """An int column as floats, null as NaN, for vectorised comparisons."""
+    floats: np.ndarray = pc.fill_null(column.cast(pa.float64()), float("nan")).to_numpy()
+    return floats
+
+
+def _movers(rows: pa.RecordBatch, rtype: RecordType) -> np.ndarray:
     """Positions of the rows that may move the epoch: ``rtype`` records with a value."""
-    kind = rows["kind"].to_numpy(dtype="float64", na_value=np.nan)
-    return np.flatnonzero((kind == int(rtype)) & rows["value"].notna().to_numpy())
+    has_value = pc.is_valid(rows.column("value")).to_numpy(zero_copy_only=False)
+    return np.flatnonzero((_floats(rows.column("kind")) == int(rtype)) & has_value)
 
 
-def _controller(rows: pd.DataFrame, epoch: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _controller(rows: pa.RecordBatch, epoch: int) -> tuple[np.ndarray, np.ndarray, int]:
     """The controller epoch in force at each row, as the Python source's ``Fence``."""
     fence = Fence(epoch)
     epochs = np.empty(len(rows), np.int32)
     start = 0
-    keys, values = rows["key"].to_numpy(), rows["value"].to_numpy()
+    keys, values = rows.column("key"), rows.column("value")
     for at in _movers(rows, RecordType.CONTROLLER):
         epochs[start : at + 1] = fence.epoch
         start = at + 1
         try:
-            _, decoded = decode_record(keys[at], values[at])
+            _, decoded = decode_record(keys[at].as_py(), values[at].as_py())
         except CodecError:
             continue  # poison moves nothing
         if isinstance(decoded, ControllerValue):
@@ -94,23 +221,23 @@ def _controller(rows: pd.DataFrame, epoch: int) -> tuple[np.ndarray, np.ndarray,
     return epochs, np.ones(len(rows), bool), fence.epoch
 
 
-def _leader(rows: pd.DataFrame, epoch: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _leader(rows: pa.RecordBatch, epoch: int) -> tuple[np.ndarray, np.ndarray, int]:
     """The shard leader epoch at each row and the leader fence's verdict, as the loader."""
     fence = LeaderEpochFence(epoch)
     epochs = np.empty(len(rows), np.int32)
     markers = np.zeros(len(rows), bool)
     verdicts = np.ones(len(rows), bool)
     start = 0
-    keys, values, tags = rows["key"].to_numpy(), rows["value"].to_numpy(), rows["tag"].to_numpy()
+    keys, values, tags = rows.column("key"), rows.column("value"), rows.column("tag")
     for at in _movers(rows, RecordType.SHARD_LEADER):
         epochs[start : at + 1] = fence.epoch
         start = at + 1
         markers[at] = True
-        tag = tags[at]
-        headers = None if pd.isna(tag) else [(EPOCH_HEADER, _TAG.pack(int(tag)))]
-        verdicts[at] = fence.admit(keys[at], values[at], headers)
+        tag = tags[at].as_py()
+        headers = None if tag is None else [(EPOCH_HEADER, _TAG.pack(tag))]
+        verdicts[at] = fence.admit(keys[at].as_py(), values[at].as_py(), headers)
     epochs[start:] = fence.epoch
-    tagged = rows["tag"].to_numpy(dtype="float64", na_value=np.nan)
+    tagged = _floats(tags)
     # Any other record: a tag older than the epoch in force is a deposed leader's.
     admitted = np.where(markers, verdicts, np.isnan(tagged) | (tagged >= epochs))
     return epochs, admitted, fence.epoch

@@ -2,7 +2,7 @@
 
     spark.readStream.format("kafka")   (spark-sql-kafka-0-10)
       -> record type tag and epoch header, in Spark SQL
-      -> the epoch fences, a stateful stage per (topic, partition)   (fence.py)
+      -> the epoch fences, in the read's own tasks (mapInArrow)        (fence.py)
       -> from_avro against the codecs' schemas, poison and fencing   (decode.py)
 
 The result has exactly the columns and values of ``spark.readStream.format("kafkacoord")``,
@@ -18,13 +18,12 @@ from typing import Final
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (PySpark's convention)
-from pyspark.sql.streaming.state import GroupStateTimeout
 
 from kafkacoord.codecs.fencing import EPOCH_HEADER
 
 from .avro import key_type, unsigned
 from .decode import decode
-from .fence import STAGE_INPUT, STAGE_OUTPUT, STAGE_STATE, fence_stage
+from .fence import STAGE_INPUT, STAGE_OUTPUT, ReadOrderFence
 
 FORMAT = "kafka"
 # The Java consumer's defaults wait up to 500 ms for more data on every fetch, which a
@@ -41,6 +40,8 @@ class ConnectorOptions:
     read_tasks: int | None = None
     # Java Kafka client settings, passed as kafka.<setting>.
     kafka: Mapping[str, str] = field(default_factory=dict)
+    # librdkafka settings for the same cluster: the fence's scans of the log.
+    fence_kafka: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def topics(self) -> tuple[str, str]:
@@ -71,11 +72,12 @@ def kafka_stream(spark: SparkSession, options: ConnectorOptions) -> DataFrame:
     return reader.load()
 
 
-def fenced(raw: DataFrame, tasks: int) -> DataFrame:
-    """Spark's Kafka rows through the fence stage, read by at most ``tasks`` tasks.
+def fenced(raw: DataFrame, tasks: int, fence: ReadOrderFence) -> DataFrame:
+    """Spark's Kafka rows through the fence, read by at most ``tasks`` tasks.
 
     Spark's Kafka source plans a task per partition with new records: fifty offsets
-    partitions with a few changes each would cost fifty tasks a micro-batch.
+    partitions with a few changes each would cost fifty tasks a micro-batch. The
+    fence runs in the same tasks, right after the read, where rows are in log order.
     """
     key = F.col("key")
     staged = (
@@ -89,12 +91,11 @@ def fenced(raw: DataFrame, tasks: int) -> DataFrame:
         )
         .select(*STAGE_INPUT)
     )
-    return staged.groupBy("topic", "partition").applyInPandasWithState(
-        fence_stage, STAGE_OUTPUT, STAGE_STATE, "append", GroupStateTimeout.NoTimeout
-    )
+    return staged.mapInArrow(fence, STAGE_OUTPUT)
 
 
 def connector_source(spark: SparkSession, options: ConnectorOptions) -> DataFrame:
     """The decoded, fenced rows of both internal topics, as a stream."""
     tasks = options.read_tasks or spark.sparkContext.defaultParallelism
-    return decode(fenced(kafka_stream(spark, options), tasks))
+    fence = ReadOrderFence(options.bootstrap, options.fence_kafka)
+    return decode(fenced(kafka_stream(spark, options), tasks, fence))

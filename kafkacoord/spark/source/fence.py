@@ -56,14 +56,16 @@ class EpochScanner:
         timeout_s: float,
         *,
         leader: bool = False,
+        start: tuple[int, int] = (0, -1),
     ) -> None:
+        """``start``: (offset, epoch) known to be in force there, so a scan begins at it."""
         self._consumer = consumer
         self._topic = topic
         self._partition = partition
         self._timeout_s = timeout_s
         self._new_fence: type[Fence | LeaderEpochFence] = LeaderEpochFence if leader else Fence
-        self._scanned_to = 0
-        self._fence = self._new_fence()
+        self._scanned_to = start[0]
+        self._fence = self._new_fence(start[1])
 
     def epoch_at(self, offset: int) -> int:
         """The fence epoch in force for the record at ``offset`` (from records before it)."""
