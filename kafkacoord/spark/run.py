@@ -160,7 +160,8 @@ class ViewJob:
             lag_resolution_ms=int(config.lag_history_resolution_s * 1000),
             lag_retain_ms=config.retention_ms,
         )
-        check_fold_layout(config.checkpoint_location, config.warehouse)
+        check_fold_layout(config.checkpoint_location, config.warehouse,
+                          connector=config.source is Source.CONNECTOR)  # fmt: skip
         source = config.stream(self.spark)
         writer = (
             fold(source)
