@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 from .tables import RECORD_TABLES
 
-__all__ = ["FoldLayoutError", "check_fold_layout", "fold_layout"]
+__all__ = ["FoldLayoutError", "check_fold_layout", "fold_layout", "local_path"]
 
 LAYOUT_FILE: Final = "kafkacoord-fold-layout"
 # Marks the connector's checkpoints since its fence keeps no state.
@@ -33,7 +33,8 @@ def fold_layout(*, connector: bool = False) -> str:
     return f"{tables};{CONNECTOR_FENCE}" if connector else tables
 
 
-def _local(location: str) -> Path | None:
+def local_path(location: str) -> Path | None:
+    """The local directory of a checkpoint location, or ``None`` for a remote one."""
     parsed = urlparse(location)
     if parsed.scheme in ("", "file"):
         return Path(parsed.path if parsed.scheme else location)
@@ -42,7 +43,7 @@ def _local(location: str) -> Path | None:
 
 def check_fold_layout(checkpoint: str, warehouse: Path, *, connector: bool = False) -> None:
     """Raise :class:`FoldLayoutError` for a checkpoint of another layout; mark a new one."""
-    path = _local(checkpoint)
+    path = local_path(checkpoint)
     if path is None:
         return
     marker = path / LAYOUT_FILE

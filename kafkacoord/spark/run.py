@@ -13,7 +13,7 @@ import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from .fold_layout import check_fold_layout
+from .fold_layout import check_fold_layout, local_path
 from .metadata_history import QUERY as HISTORY_QUERY
 from .metadata_history import MetadataHistoryWriter
 from .pipeline import WINDOW, fold
@@ -28,6 +28,8 @@ from .writer import Phase, ViewWriter, committed_partitions
 log = structlog.get_logger(__name__)
 
 QUERY = "fold"
+# In the fold's checkpoint: the connector fence's marks (connector/fence.py).
+FENCE_MARKS = "kafkacoord-fence-marks"
 
 
 class Source(str, Enum):
@@ -70,6 +72,12 @@ class RunConfig:
         """Beside the fold's checkpoint: the metadata history query's own."""
         return str(Path(self.checkpoint_location).parent / HISTORY_QUERY)
 
+    @property
+    def fence_marks(self) -> str | None:
+        """Where the connector's fence shares its marks: in a local checkpoint."""
+        local = local_path(self.checkpoint_location)
+        return None if local is None else str(local / FENCE_MARKS)
+
     def source_options(self) -> dict[str, str]:
         options = {
             "bootstrap": self.bootstrap,
@@ -92,6 +100,7 @@ class RunConfig:
                 self.max_records_per_batch,
                 kafka=self.connector_kafka,
                 fence_kafka=self.kafka,
+                fence_marks=self.fence_marks,
             )
             return connector_source(spark, options)
         return spark.readStream.format(FORMAT).options(**self.source_options()).load()

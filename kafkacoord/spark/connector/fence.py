@@ -31,9 +31,11 @@ decides that from ``fence_epoch``.
 from __future__ import annotations
 
 import itertools
+import os
 import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 import numpy as np
@@ -70,21 +72,26 @@ class Mark:
 
 @dataclass
 class EpochMemory:
-    """Where one Python worker left each partition: the start and the end of its last run.
+    """Where the workers left each partition: the start and the end of its last run.
 
-    The start serves a replayed batch (a retried task) without a scan from offset 0.
+    The start serves a replayed batch (a retried task, a restart mid-batch) without a
+    scan. With a ``directory`` (beside the query's checkpoint) every worker that sees
+    it shares the marks, and they outlive the job; without one, they are this
+    worker's. A mark only ever states a fact about the log, so a stale or missing
+    one costs a scan, never a wrong verdict.
     """
 
     bootstrap: str
     kafka: Mapping[str, str]
     timeout_s: float
-    _marks: dict[tuple[str, int], tuple[Mark, Mark]] = field(default_factory=dict)
+    directory: Path | None = None
+    _marks: dict[tuple[str, int], tuple[Mark, ...]] = field(default_factory=dict)
     _consumer: Consumer | None = None
     scans: int = 0
 
     def epoch_at(self, topic: str, partition: int, offset: int, *, leader: bool) -> int:
         """The epoch in force at ``offset``, scanning the log only if no mark is there."""
-        known = self._marks.get((topic, partition), ())
+        known = self._known(topic, partition)
         for mark in known:
             if mark.offset == offset:
                 return mark.epoch
@@ -99,6 +106,24 @@ class EpochMemory:
 
     def ran(self, topic: str, partition: int, first: Mark, end: Mark) -> None:
         self._marks[(topic, partition)] = (first, end)
+        if self.directory is None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"{topic}-{partition}"
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(f"{first.offset} {first.epoch} {end.offset} {end.epoch}\n")
+        partial.replace(path)  # readers see the old marks or the new, whole
+
+    def _known(self, topic: str, partition: int) -> tuple[Mark, ...]:
+        if self.directory is None:
+            return self._marks.get((topic, partition), ())
+        try:
+            fields = [int(f) for f in (self.directory / f"{topic}-{partition}").read_text().split()]
+        except (OSError, ValueError):
+            return ()  # none yet, or unreadable: the log is the truth
+        if len(fields) != 4:
+            return ()
+        return Mark(fields[0], fields[1]), Mark(fields[2], fields[3])
 
     def consumer(self) -> Consumer:
         # Shared by every scan of this worker, one partition at a time.
@@ -111,25 +136,31 @@ class EpochMemory:
         return self._consumer
 
 
-# One per Python worker process and cluster: Spark reuses workers across tasks and batches.
-_memories: dict[tuple[str, tuple[tuple[str, str], ...]], EpochMemory] = {}
+# One per Python worker process, cluster and marks directory: Spark reuses workers
+# across tasks and batches.
+_memories: dict[tuple[str, tuple[tuple[str, str], ...], str | None], EpochMemory] = {}
 
 
 @dataclass(frozen=True)
 class ReadOrderFence:
     """The ``mapInArrow`` function: every row with its epoch and the leader fence's verdict.
 
-    ``kafka``: librdkafka settings to scan the same cluster (its security settings).
+    ``kafka``: librdkafka settings to scan the same cluster (its security settings);
+    ``marks``: a directory the workers share the fences' marks in (see
+    :class:`EpochMemory`), or ``None`` for each worker's own.
     """
 
     bootstrap: str
     kafka: Mapping[str, str] = field(default_factory=dict)
+    marks: str | None = None
     timeout_s: float = 60.0
 
     def memory(self) -> EpochMemory:
-        key = (self.bootstrap, tuple(sorted(self.kafka.items())))
+        key = (self.bootstrap, tuple(sorted(self.kafka.items())), self.marks)
         if key not in _memories:
-            _memories[key] = EpochMemory(self.bootstrap, dict(self.kafka), self.timeout_s)
+            directory = None if self.marks is None else Path(self.marks)
+            _memories[key] = EpochMemory(self.bootstrap, dict(self.kafka), self.timeout_s,
+                                         directory)  # fmt: skip
         return _memories[key]
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -42,6 +42,8 @@ class ConnectorOptions:
     kafka: Mapping[str, str] = field(default_factory=dict)
     # librdkafka settings for the same cluster: the fence's scans of the log.
     fence_kafka: Mapping[str, str] = field(default_factory=dict)
+    # A local directory the fence's workers share their marks in (beside the checkpoint).
+    fence_marks: str | None = None
 
     @property
     def topics(self) -> tuple[str, str]:
@@ -97,5 +99,5 @@ def fenced(raw: DataFrame, tasks: int, fence: ReadOrderFence) -> DataFrame:
 def connector_source(spark: SparkSession, options: ConnectorOptions) -> DataFrame:
     """The decoded, fenced rows of both internal topics, as a stream."""
     tasks = options.read_tasks or spark.sparkContext.defaultParallelism
-    fence = ReadOrderFence(options.bootstrap, options.fence_kafka)
+    fence = ReadOrderFence(options.bootstrap, options.fence_kafka, options.fence_marks)
     return decode(fenced(kafka_stream(spark, options), tasks, fence))

@@ -9,7 +9,10 @@ where it left a partition serves the next run without reading the log.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +28,7 @@ from kafkacoord.codecs.models import (
 )
 from kafkacoord.spark.connector.fence import EpochMemory, _controller, _leader, fence_batch
 from kafkacoord.spark.source.fence import Fence
+from kafkacoord.storage.errors import BrokerUnavailableError
 
 Raw = tuple[bytes, bytes | None, int | None]  # key, value, epoch tag
 
@@ -221,3 +225,32 @@ def test_rows_out_of_log_order_are_walked_in_log_order() -> None:
     shuffled = batch.take(pa.array([2, 0, 1]))
     got = verdicts([fence_batch(shuffled, memory())])
     assert [got[("__kc_offsets", 0, o)] for o in range(3)] == [(-1, True), (2, False), (2, True)]
+
+
+def test_workers_that_share_a_marks_directory_take_turns_without_reading_the_log(
+    tmp_path: Path,
+) -> None:
+    """Spark hands a partition's next batch to whichever Python worker is free."""
+    log = [leader_marker(1), leader_marker(2)]
+    key, value = encode_record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(1, "", 1))
+    log += [(key, value, 1), (key, value, 2), leader_marker(3), (key, value, 2)]
+    one, other = (EpochMemory("127.0.0.1:9", {}, 0.5, tmp_path / "marks") for _ in range(2))
+    got = verdicts([fence_batch(frame(log[:3]), one), fence_batch(frame(log[3:], first=3), other)])
+    assert [got[("__kc_offsets", 0, o)] for o in range(len(log))] == walked(log, True)
+    assert one.scans == other.scans == 0
+    # A third worker, or the job restarted, retries the second batch.
+    again = EpochMemory("127.0.0.1:9", {}, 0.5, tmp_path / "marks")
+    assert verdicts([fence_batch(frame(log[3:], first=3), again)]) == {
+        k: v for k, v in got.items() if k[2] >= 3
+    }
+    assert again.scans == 0
+
+
+def test_a_garbled_mark_is_not_trusted_the_log_is_read_instead(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (marks / "__kc_offsets-0").write_text("5 7 9\n")  # cut short
+    worker = EpochMemory("127.0.0.1:9", {}, 0.5, marks)
+    with pytest.raises(BrokerUnavailableError, match="scanning __kc_offsets-0"):
+        worker.epoch_at("__kc_offsets", 0, 5, leader=True)
+    assert worker.scans == 1
