@@ -76,6 +76,7 @@ def shares() -> dict[str, Any]:
         "batch_median_s": statistics.median(
             p["durationMs"]["triggerExecution"] / 1000 for p in PROGRESS
         ),
+        "batches_s": [round(p["durationMs"]["triggerExecution"] / 1000, 2) for p in PROGRESS],
     }
     for phase in ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets"):
         result[phase] = round(sum(p["durationMs"].get(phase, 0) for p in PROGRESS) / total, 3)
@@ -150,6 +151,10 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=1_000, help="records per second")
     parser.add_argument("--source", choices=("python", "connector"), default="python")
     parser.add_argument("--broker", choices=BROKERS, default="tansu")
+    parser.add_argument(
+        "--state-partitions", type=int, default=None,
+        help="the fold's state partitions (default: the session's cores)",
+    )  # fmt: skip
     args = parser.parse_args()
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -166,7 +171,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="kc-views-profile-") as tmp,
         broker_for(args.broker, Path(tmp)) as broker,
     ):
-        spark = spark_session("local[2]", state_partitions=4, jars=jars)
+        spark = spark_session("local[2]", state_partitions=args.state_partitions, jars=jars)
         spark.sparkContext.setLogLevel("ERROR")
         data = views.Dataset(views.make_topics(broker.bootstrap, "p"), args.records)
         views.write_dataset(broker.bootstrap, data)

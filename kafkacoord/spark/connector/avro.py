@@ -13,9 +13,15 @@ UTF-8, and encoding the datum again gives back exactly the body: Spark's reader
 ignores trailing bytes and reads a boolean byte other than 0 or 1 differently,
 where the codecs reject or read otherwise.
 
-Each body is decoded once per row: :meth:`RecordFormat.datums` are columns of
-their own (Spark does not inline a projection that would evaluate them twice),
-and validity and the typed struct read them.
+Each body is decoded once per row, and by one ``from_avro`` for every key and one
+for every value (:class:`UnionDecoder`): each task builds every ``from_avro``
+expression's options anew, a Hadoop configuration read from its XML files, so
+forty expressions (one per schema version) cost a task far more than its rows.
+The union's branch is the (record type, version) pair, and Avro encodes a union
+value as its branch index followed by the branch's body, so the frame header is
+replaced by that index. The decoded unions are columns of their own (Spark does
+not inline a projection that would evaluate them twice), and validity and the
+typed struct read their members.
 """
 
 from __future__ import annotations
@@ -151,6 +157,71 @@ def _by_version(version: Column, schemas: list[Schema], each: Callable[[Schema],
     return branches.otherwise(missing)
 
 
+_PRIMITIVES: Final = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+
+
+def _namespaced(schema: Any, prefix: str, namespace: str = "") -> Any:
+    """``schema`` with every named type moved under namespace ``prefix``, so versions of
+    one record can be branches of one union (Avro forbids two branches of one name)."""
+    if isinstance(schema, list):
+        return [_namespaced(s, prefix, namespace) for s in schema]
+    if isinstance(schema, str):
+        if schema in _PRIMITIVES:
+            return schema
+        full = schema if "." in schema or not namespace else f"{namespace}.{schema}"
+        return f"{prefix}.{full}"  # a reference to a named type
+    kind = schema["type"]
+    if kind in ("record", "enum", "fixed"):
+        name = schema["name"]
+        own = name.rsplit(".", 1)[0] if "." in name else schema.get("namespace", namespace)
+        out = {**schema, "name": name.rsplit(".", 1)[-1],
+               "namespace": f"{prefix}.{own}" if own else prefix}  # fmt: skip
+        if kind == "record":
+            out["fields"] = [{**f, "type": _namespaced(f["type"], prefix, own)}
+                             for f in schema["fields"]]  # fmt: skip
+        return out
+    if kind == "array":
+        return {**schema, "items": _namespaced(schema["items"], prefix, namespace)}
+    if kind == "map":
+        return {**schema, "values": _namespaced(schema["values"], prefix, namespace)}
+    return {**schema, "type": _namespaced(kind, prefix, namespace)}
+
+
+class UnionDecoder:
+    """Every schema version of keys (or of values) as the branches of one Avro union."""
+
+    def __init__(self, branches: list[tuple[RecordType, Schema]], column: str) -> None:
+        assert len(branches) < 64  # a branch index is then one zig-zag varint byte
+        self.branches = branches
+        self.column = column
+        union = [_namespaced(_raw(s.name, s.version), f"kcb{i}")
+                 for i, (_, s) in enumerate(branches)]  # fmt: skip
+        # spark-avro decodes a record, not a bare union: one field, encoded as its value.
+        self.json = json.dumps(
+            {
+                "type": "record",
+                "name": "Branches",
+                "namespace": "kafkacoord.spark",
+                "fields": [{"name": "u", "type": union}],
+            }
+        )
+
+    def decoded(self, kind: Column, version: Column, data: Column) -> Column:
+        """The union read from ``data``'s body, prefixed with its branch's index."""
+        index: Column | None = None
+        for i, (rtype, schema) in enumerate(self.branches):
+            hit = (kind == int(rtype)) & (version == schema.version)
+            tag = F.lit(bytes([2 * i]))
+            index = F.when(hit, tag) if index is None else index.when(hit, tag)
+        assert index is not None
+        return from_avro(F.concat(index, data), self.json, _PERMISSIVE)["u"]
+
+    def members(self) -> dict[str, Column]:
+        """Each schema version's datum: the union's member, null on other rows."""
+        return {schema.column: F.col(self.column)[f"member{i}"]
+                for i, (_, schema) in enumerate(self.branches)}  # fmt: skip
+
+
 class RecordFormat:
     """Keys and values of one record type, in every schema version."""
 
@@ -164,17 +235,6 @@ class RecordFormat:
             Schema(value_name, v, f"_v{tag}v{v}") for v in avro_schemas.versions(value_name)
         ]
         self.current = self.values[-1]
-
-    def datums(self, kind: Column, key: Column, value: Column) -> dict[str, Column]:
-        """One column per schema version: the decoded body of the rows written with it."""
-        mine = kind == int(self.rtype)
-        key_data, value_data = body(key, KEY_HEADER), body(value, VALUE_HEADER)
-        found = {s.column: F.when(mine & (key_version(key) == s.version), s.decode(key_data))
-                 for s in self.keys}  # fmt: skip
-        for s in self.values:
-            hit = mine & value.isNotNull() & (value_version(value) == s.version)
-            found[s.column] = F.when(hit, s.decode(value_data))
-        return found
 
     def key_valid(self, key: Column) -> Column:
         data = body(key, KEY_HEADER)
@@ -231,3 +291,18 @@ def default(value: Any, spark_type: DataType) -> Column:
 
 
 FORMATS: Final = {rtype: RecordFormat(rtype) for rtype in RecordType}
+
+
+KEYS: Final = UnionDecoder([(t, k) for t, f in FORMATS.items() for k in f.keys], "_keys")
+VALUES: Final = UnionDecoder([(t, v) for t, f in FORMATS.items() for v in f.values], "_values")
+
+
+def datums(kind: Column, key: Column, value: Column) -> tuple[dict[str, Column], dict[str, Column]]:
+    """Two projections, in order: the decoded unions, then every schema version's datum."""
+    value_data = body(value, VALUE_HEADER)
+    unions = {
+        KEYS.column: KEYS.decoded(kind, key_version(key), body(key, KEY_HEADER)),
+        VALUES.column: F.when(value.isNotNull(),
+                              VALUES.decoded(kind, value_version(value), value_data)),
+    }  # fmt: skip
+    return unions, {**KEYS.members(), **VALUES.members()}

@@ -28,7 +28,7 @@ from kafkacoord.codecs import RecordType
 from ..avro import struct_column
 from ..source.options import Role
 from ..source.schema import decoded_schema
-from .avro import FORMATS
+from .avro import FORMATS, datums
 from .poison import poison_reason
 
 _EPOCH_FIELD: Final = "controller_epoch"
@@ -77,10 +77,8 @@ def _fenced(topic: Column, kind: Column, value: Column, good: Column, epoch: Col
 def decode(staged: DataFrame) -> DataFrame:
     topic, kind = F.col("topic"), F.col("kind")
     key, value = F.col("key"), F.col("value")
-    datums: dict[str, Column] = {}
-    for fmt in FORMATS.values():
-        datums.update(fmt.datums(kind, key, value))
-    rows = staged.withColumns(datums)
+    unions, members = datums(kind, key, value)
+    rows = staged.withColumns(unions).withColumns(members)
 
     key_ok = (F.octet_length(key) >= 2) & _case(
         kind, {t: fmt.key_valid(key) for t, fmt in FORMATS.items()}, F.lit(False)
