@@ -35,7 +35,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F  # noqa: N812 (PySpark's convention)
 from pyspark.sql.avro.functions import from_avro, to_avro
 from pyspark.sql.pandas.types import from_arrow_type
-from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructField, StructType
 
 from kafkacoord.codecs import SPECS, RecordType
 from kafkacoord.codecs import schemas as avro_schemas
@@ -88,24 +88,11 @@ class Schema:
         assert isinstance(spark_type, StructType)
         self.spark_type = spark_type
 
-    @property
-    def required(self) -> list[str]:
-        """Fields that are never null in a datum that decoded."""
-        return [f["name"] for f in self.fields
-                if not (isinstance(f["type"], list) and "null" in f["type"])]  # fmt: skip
-
     def has(self, name: str) -> bool:
         return any(f["name"] == name for f in self.fields)
 
     def decode(self, data: Column) -> Column:
         return from_avro(data, self.json, _PERMISSIVE)
-
-    def valid(self, data: Column) -> Column:
-        """The codecs read exactly the datum in :attr:`column` from ``data``."""
-        datum = F.col(self.column)
-        read = _all(datum[name].isNotNull() for name in self.required) & datum.isNotNull()
-        same = F.when(read, to_avro(datum, self.json) == data)
-        return F.coalesce(read & same & utf8(datum, self.spark_type), F.lit(False))
 
 
 def utf8(value: Column, spark_type: DataType) -> Column:
@@ -196,7 +183,11 @@ class UnionDecoder:
         self.column = column
         union = [_namespaced(_raw(s.name, s.version), f"kcb{i}")
                  for i, (_, s) in enumerate(branches)]  # fmt: skip
-        # spark-avro decodes a record, not a bare union: one field, encoded as its value.
+        self.spark_type = StructType(
+            [StructField(f"member{i}", schema.spark_type) for i, (_, schema) in enumerate(branches)]
+        )
+        # spark-avro reads and writes a record, not a bare union: one field, encoded as
+        # its value.
         self.json = json.dumps(
             {
                 "type": "record",
@@ -206,20 +197,31 @@ class UnionDecoder:
             }
         )
 
-    def decoded(self, kind: Column, version: Column, data: Column) -> Column:
-        """The union read from ``data``'s body, prefixed with its branch's index."""
+    def framed(self, kind: Column, version: Column, data: Column) -> Column:
+        """``data``, a body, prefixed with the index of its branch (null for none)."""
         index: Column | None = None
         for i, (rtype, schema) in enumerate(self.branches):
             hit = (kind == int(rtype)) & (version == schema.version)
             tag = F.lit(bytes([2 * i]))
             index = F.when(hit, tag) if index is None else index.when(hit, tag)
         assert index is not None
-        return from_avro(F.concat(index, data), self.json, _PERMISSIVE)["u"]
+        return F.concat(index, data)
+
+    def decoded(self, framed: Column) -> Column:
+        return from_avro(framed, self.json, _PERMISSIVE)
 
     def members(self) -> dict[str, Column]:
         """Each schema version's datum: the union's member, null on other rows."""
-        return {schema.column: F.col(self.column)[f"member{i}"]
+        return {schema.column: F.col(self.column)["u"][f"member{i}"]
                 for i, (_, schema) in enumerate(self.branches)}  # fmt: skip
+
+    def valid(self, framed: Column) -> Column:
+        """The codecs read exactly the decoded datum from ``framed``: it decoded (PERMISSIVE
+        gives nulls otherwise), its strings are UTF-8, and it encodes back to the bytes."""
+        union = F.col(self.column)["u"]
+        read = union.isNotNull()
+        same = F.when(read, to_avro(F.col(self.column), self.json) == framed)
+        return F.coalesce(read & same & utf8(union, self.spark_type), F.lit(False))
 
 
 class RecordFormat:
@@ -235,15 +237,6 @@ class RecordFormat:
             Schema(value_name, v, f"_v{tag}v{v}") for v in avro_schemas.versions(value_name)
         ]
         self.current = self.values[-1]
-
-    def key_valid(self, key: Column) -> Column:
-        data = body(key, KEY_HEADER)
-        return _by_version(key_version(key), self.keys, lambda s: s.valid(data), F.lit(False))
-
-    def value_valid(self, value: Column) -> Column:
-        data = body(value, VALUE_HEADER)
-        return _by_version(value_version(value), self.values, lambda s: s.valid(data),
-                           F.lit(False))  # fmt: skip
 
     def record(self, key: Column, value: Column, spark_type: StructType) -> Column:
         """The source's struct column: key fields, then value fields (a key field wins)."""
@@ -297,12 +290,26 @@ KEYS: Final = UnionDecoder([(t, k) for t, f in FORMATS.items() for k in f.keys],
 VALUES: Final = UnionDecoder([(t, v) for t, f in FORMATS.items() for v in f.values], "_values")
 
 
-def datums(kind: Column, key: Column, value: Column) -> tuple[dict[str, Column], dict[str, Column]]:
-    """Two projections, in order: the decoded unions, then every schema version's datum."""
-    value_data = body(value, VALUE_HEADER)
-    unions = {
-        KEYS.column: KEYS.decoded(kind, key_version(key), body(key, KEY_HEADER)),
-        VALUES.column: F.when(value.isNotNull(),
-                              VALUES.decoded(kind, value_version(value), value_data)),
-    }  # fmt: skip
+def framed(kind: Column, key: Column, value: Column) -> dict[str, Column]:
+    """The key's and the value's body, each prefixed with its union branch."""
+    return {
+        "_kframed": KEYS.framed(kind, key_version(key), body(key, KEY_HEADER)),
+        "_vframed": VALUES.framed(kind, value_version(value), body(value, VALUE_HEADER)),
+    }
+
+
+def datums() -> tuple[dict[str, Column], dict[str, Column]]:
+    """Two projections over :func:`framed`, in order: the decoded unions (each a column
+    of its own, so decoded once), then every schema version's datum."""
+    keys, values = F.col("_kframed"), F.col("_vframed")
+    unions = {KEYS.column: KEYS.decoded(keys),
+              VALUES.column: F.when(values.isNotNull(), VALUES.decoded(values))}  # fmt: skip
     return unions, {**KEYS.members(), **VALUES.members()}
+
+
+def key_valid() -> Column:
+    return KEYS.valid(F.col("_kframed"))
+
+
+def value_valid() -> Column:
+    return VALUES.valid(F.col("_vframed"))

@@ -28,7 +28,7 @@ from kafkacoord.codecs import RecordType
 from ..avro import struct_column
 from ..source.options import Role
 from ..source.schema import decoded_schema
-from .avro import FORMATS, datums
+from .avro import FORMATS, datums, framed, key_valid, value_valid
 from .poison import poison_reason
 
 _EPOCH_FIELD: Final = "controller_epoch"
@@ -77,16 +77,11 @@ def _fenced(topic: Column, kind: Column, value: Column, good: Column, epoch: Col
 def decode(staged: DataFrame) -> DataFrame:
     topic, kind = F.col("topic"), F.col("kind")
     key, value = F.col("key"), F.col("value")
-    unions, members = datums(kind, key, value)
-    rows = staged.withColumns(unions).withColumns(members)
+    unions, members = datums()
+    rows = staged.withColumns(framed(kind, key, value)).withColumns(unions).withColumns(members)
 
-    key_ok = (F.octet_length(key) >= 2) & _case(
-        kind, {t: fmt.key_valid(key) for t, fmt in FORMATS.items()}, F.lit(False)
-    )
-    value_ok = value.isNull() | (
-        (F.octet_length(value) >= 2)
-        & _case(kind, {t: fmt.value_valid(value) for t, fmt in FORMATS.items()}, F.lit(False))
-    )
+    key_ok = (F.octet_length(key) >= 2) & key_valid()
+    value_ok = value.isNull() | ((F.octet_length(value) >= 2) & value_valid())
     bad = ~F.coalesce(key_ok & _allowed(topic, kind) & value_ok, F.lit(False))
     rows = rows.withColumn("_bad", bad)
     good = ~F.col("_bad")
