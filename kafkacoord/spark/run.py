@@ -4,6 +4,8 @@ end-offset sampler."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -105,6 +107,14 @@ class RunConfig:
             return connector_source(spark, options)
         return spark.readStream.format(FORMAT).options(**self.source_options()).load()
 
+    def query_sql_conf(self) -> dict[str, str]:
+        """Session settings the fold's query starts with, for its source."""
+        if self.source is Source.CONNECTOR:
+            from .connector.source import QUERY_SQL_CONF
+
+            return dict(QUERY_SQL_CONF)
+        return {}
+
     def metadata_stream(self, spark: SparkSession) -> DataFrame:
         """The metadata topic alone, from the Python source (whatever ``source`` says:
         a small topic, read by the driver's librdkafka settings)."""
@@ -120,6 +130,22 @@ class RunConfig:
             "allowed_lag": self.allowed_lag,
             "prefix": self.prefix,
         }
+
+
+@contextmanager
+def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """``settings`` in force on ``spark`` inside the block; the previous values after."""
+    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, previous in before.items():
+            if previous is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, previous)
 
 
 class ViewJob:
@@ -193,7 +219,8 @@ class ViewJob:
             history = history.trigger(processingTime=config.trigger)
             self.sampler.start()
             self.maintenance.start()
-        self.query = writer.start()
+        with session_conf(self.spark, config.query_sql_conf()):
+            self.query = writer.start()
         self.history_query = history.start()
         log.info(
             "view job started",
