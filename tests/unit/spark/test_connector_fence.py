@@ -83,52 +83,8 @@ def split(records: list[Raw], cut: int) -> list[list[Raw]]:
     return [part for part in (records[:cut], records[cut:]) if part]
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(offsets_records(), min_size=1, max_size=30), st.integers(0, 30))
-def test_the_leader_fence_matches_a_record_by_record_walk(records: list[Raw], cut: int) -> None:
-    walk = LeaderEpochFence()
-    expected = []
-    for key, value, tag in records:
-        before = walk.epoch
-        admitted = walk.admit(key, value, None if tag is None else epoch_headers(tag))
-        expected.append((before, admitted))
-    got: list[tuple[int, bool]] = []
-    epoch = -1
-    for part in split(records, cut):  # two micro-batches, the epoch carried between
-        at, admitted, epoch = _leader(frame(part), epoch)
-        got += [(int(e), bool(a)) for e, a in zip(at, admitted, strict=True)]
-    assert got == expected
-    assert epoch == walk.epoch
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(metadata_records(), min_size=1, max_size=30), st.integers(0, 30))
-def test_the_controller_fence_matches_a_record_by_record_walk(records: list[Raw],
-                                                              cut: int) -> None:  # fmt: skip
-    walk = Fence()
-    expected = []
-    for key, value, _ in records:
-        expected.append(walk.epoch)
-        if value is None:
-            continue
-        try:
-            _, decoded = decode_record(key, value)
-        except CodecError:
-            continue
-        assert isinstance(decoded, ControllerValue)
-        walk.admits(RecordType.CONTROLLER, {"epoch": decoded.epoch})
-    got: list[int] = []
-    epoch = -1
-    for part in split(records, cut):
-        at, admitted, epoch = _controller(frame(part), epoch)
-        assert admitted.all()
-        got += [int(e) for e in at]
-    assert got == expected
-    assert epoch == walk.epoch
-
-
-def walked(records: list[Raw], leader: bool) -> list[tuple[int, bool]]:
-    """(epoch in force, admitted) of each record, one record at a time."""
+def walk(records: list[Raw], leader: bool) -> tuple[list[tuple[int, bool]], int]:
+    """(epoch in force, admitted) of each record, one record at a time, and the last epoch."""
     got = []
     if leader:
         fence = LeaderEpochFence()
@@ -137,7 +93,7 @@ def walked(records: list[Raw], leader: bool) -> list[tuple[int, bool]]:
             got.append(
                 (before, fence.admit(key, value, None if tag is None else epoch_headers(tag)))
             )
-        return got
+        return got, fence.epoch
     controller = Fence()
     for key, value, _ in records:
         got.append((controller.epoch, True))
@@ -148,7 +104,40 @@ def walked(records: list[Raw], leader: bool) -> list[tuple[int, bool]]:
                 continue
             assert isinstance(decoded, ControllerValue)
             controller.admits(RecordType.CONTROLLER, {"epoch": decoded.epoch})
-    return got
+    return got, controller.epoch
+
+
+def walked(records: list[Raw], leader: bool) -> list[tuple[int, bool]]:
+    return walk(records, leader)[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(offsets_records(), min_size=1, max_size=30), st.integers(0, 30))
+def test_the_leader_fence_matches_a_record_by_record_walk(records: list[Raw], cut: int) -> None:
+    expected, last = walk(records, leader=True)
+    got: list[tuple[int, bool]] = []
+    epoch = -1
+    for part in split(records, cut):  # two micro-batches, the epoch carried between
+        at, admitted, epoch = _leader(frame(part), epoch)
+        got += [(int(e), bool(a)) for e, a in zip(at, admitted, strict=True)]
+    assert got == expected
+    assert epoch == last
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(metadata_records(), min_size=1, max_size=30), st.integers(0, 30))
+def test_the_controller_fence_matches_a_record_by_record_walk(records: list[Raw],
+                                                              cut: int) -> None:  # fmt: skip
+    steps, last = walk(records, leader=False)
+    expected = [epoch for epoch, _ in steps]
+    got: list[int] = []
+    epoch = -1
+    for part in split(records, cut):
+        at, admitted, epoch = _controller(frame(part), epoch)
+        assert admitted.all()
+        got += [int(e) for e in at]
+    assert got == expected
+    assert epoch == last
 
 
 def verdicts(batches: list[pa.RecordBatch]) -> dict[tuple[str, int, int], tuple[int, bool]]:
