@@ -2,16 +2,14 @@
 
 Key bytes are ``[record type: u8][key version: u8][Avro body]`` and value bytes
 ``[value version: u16 big-endian][Avro body]`` (:mod:`kafkacoord.codecs.records`).
-``from_avro`` takes the bare body, so the header is cut off with ``substring``
-and the version picks the writer schema. An older value version is lifted to
-the newest layout with the newest schema's field defaults, as Avro schema
-resolution does in the codecs.
+The header is cut off with ``substring``, and the record type and version pick
+the writer schema. An older value version is lifted to the newest layout with
+the newest schema's field defaults, as Avro schema resolution does in the codecs.
 
-A body is valid when ``from_avro`` reads it (PERMISSIVE mode gives a struct of
-nulls otherwise, so a null non-nullable field marks it), its strings are valid
-UTF-8, and encoding the datum again gives back exactly the body: Spark's reader
-ignores trailing bytes and reads a boolean byte other than 0 or 1 differently,
-where the codecs reject or read otherwise.
+A body is valid when ``from_avro`` reads it (PERMISSIVE mode gives nulls
+otherwise), its strings are valid UTF-8, and encoding the datum again gives back
+exactly the bytes read: Spark's reader ignores trailing bytes and reads a boolean
+byte other than 0 or 1 differently, where the codecs reject or read otherwise.
 
 Each body is decoded once per row, and by one ``from_avro`` for every key and one
 for every value (:class:`UnionDecoder`): each task builds every ``from_avro``
@@ -82,7 +80,6 @@ class Schema:
         self.name = name
         self.version = version
         self.column = column
-        self.json = json.dumps(_raw(name, version))
         self.fields: list[dict[str, Any]] = _raw(name, version)["fields"]
         spark_type = from_arrow_type(arrow_type(_raw(name, version)))
         assert isinstance(spark_type, StructType)
@@ -90,9 +87,6 @@ class Schema:
 
     def has(self, name: str) -> bool:
         return any(f["name"] == name for f in self.fields)
-
-    def decode(self, data: Column) -> Column:
-        return from_avro(data, self.json, _PERMISSIVE)
 
 
 def utf8(value: Column, spark_type: DataType) -> Column:
