@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +43,7 @@ import pyarrow.compute as pc
 from confluent_kafka import Consumer
 
 from kafkacoord.codecs import CodecError, RecordType, decode_record
-from kafkacoord.codecs.fencing import EPOCH_HEADER, LeaderEpochFence
+from kafkacoord.codecs.fencing import LeaderEpochFence, epoch_headers
 from kafkacoord.codecs.models import ControllerValue
 from kafkacoord.storage.watermarks import probe_consumer
 
@@ -58,7 +57,6 @@ STAGE_OUTPUT: Final = (
     "topic string, partition int, offset long, timestamp timestamp, key binary, value binary, "
     "kind int, tag int, fence_epoch int, admitted boolean"
 )
-_TAG = struct.Struct(">i")
 _NO_EPOCH: Final = -1
 
 
@@ -87,6 +85,7 @@ class EpochMemory:
     directory: Path | None = None
     _marks: dict[tuple[str, int], tuple[Mark, ...]] = field(default_factory=dict)
     _consumer: Consumer | None = None
+    _made: bool = False
     scans: int = 0
 
     def epoch_at(self, topic: str, partition: int, offset: int, *, leader: bool) -> int:
@@ -105,10 +104,12 @@ class EpochMemory:
         return scanner.epoch_at(offset)
 
     def ran(self, topic: str, partition: int, first: Mark, end: Mark) -> None:
-        self._marks[(topic, partition)] = (first, end)
         if self.directory is None:
+            self._marks[(topic, partition)] = (first, end)
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self._made:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._made = True
         path = self.directory / f"{topic}-{partition}"
         partial = path.with_name(f".{path.name}.{os.getpid()}")
         partial.write_text(f"{first.offset} {first.epoch} {end.offset} {end.epoch}\n")
@@ -265,7 +266,7 @@ def _leader(rows: pa.RecordBatch, epoch: int) -> tuple[np.ndarray, np.ndarray, i
         start = at + 1
         markers[at] = True
         tag = tags[at].as_py()
-        headers = None if tag is None else [(EPOCH_HEADER, _TAG.pack(tag))]
+        headers = None if tag is None else epoch_headers(tag)
         verdicts[at] = fence.admit(keys[at].as_py(), values[at].as_py(), headers)
     epochs[start:] = fence.epoch
     tagged = _floats(tags)
