@@ -93,8 +93,13 @@ def produce(producer: Producer, topic: str, count: int) -> list[KafkaError | Non
     return results
 
 
-def read(cfg: dict[str, Any], topic: str, group: str) -> tuple[list[bytes], list[KafkaError]]:
-    """Every committed record of partition 0, as an assign-only consumer in ``group``."""
+def read(
+    cfg: dict[str, Any], topic: str, group: str, until: int
+) -> tuple[list[bytes], list[KafkaError]]:
+    """Every committed record of partition 0, as an assign-only consumer in ``group``, once its
+    end is at ``until`` or past it. The wait matters after a transaction: Kafka answers EndTxn
+    before its markers are written, so until then the last stable offset stays at the
+    transaction's first record and the consumer meets an early end."""
     consumer = Consumer({**cfg, "group.id": group, "enable.auto.commit": False,
                          "enable.partition.eof": True, "isolation.level": "read_committed",
                          "auto.offset.reset": "earliest"})  # fmt: skip
@@ -109,6 +114,8 @@ def read(cfg: dict[str, Any], topic: str, group: str) -> tuple[list[bytes], list
                 continue
             error = msg.error()
             if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                if msg.offset() < until:
+                    continue
                 # A short wait after the end: a denied coordinator lookup surfaces in it.
                 extra = consumer.poll(1.0)
                 if extra is not None and extra.error() is not None:
@@ -164,7 +171,7 @@ def test_kafkacoords_principal_creates_writes_and_reads_its_topics(broker: Kafka
     produce(transactional, metadata, 3)
     transactional.commit_transaction(30)
 
-    values, errors = read(kc, metadata, "kafkacoord-0-loader-replay")
+    values, errors = read(kc, metadata, "kafkacoord-0-loader-replay", until=3)
     assert values == [b"v0", b"v1", b"v2"] and errors == []
     # The admin calls the daemon makes on its topics: configs, partitions, deletion.
     resource = ConfigResource(ConfigResource.Type.TOPIC, offsets)
@@ -245,7 +252,7 @@ def test_a_reader_reads_the_metadata_topic_and_cannot_alter_it(broker: KafkaBrok
     user = config(broker, "user")
 
     # As a client's metadata follower does: assign-only, in a group it never joins.
-    values, errors = read(user, metadata, f"kc-routes-{uuid.uuid4().hex[:8]}-metadata")
+    values, errors = read(user, metadata, f"kc-routes-{uuid.uuid4().hex[:8]}-metadata", until=2)
     assert values == [b"v0", b"v1"]
     assert errors == [], "no GROUP_AUTHORIZATION_FAILED: the group's Describe ACL suffices"
 
