@@ -15,6 +15,7 @@ import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from .checkpoint_lock import CheckpointLock
 from .fold_layout import check_fold_layout, local_path
 from .metadata_history import QUERY as HISTORY_QUERY
 from .metadata_history import MetadataHistoryWriter
@@ -32,6 +33,17 @@ log = structlog.get_logger(__name__)
 QUERY = "fold"
 # In the fold's checkpoint: the connector fence's marks (connector/fence.py).
 FENCE_MARKS = "kafkacoord-fence-marks"
+CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+# Spark's FileSystem-API manager. Its default, the FileContext one, renames each file it
+# writes through calls that Hadoop's local file system, without its native library
+# (pyspark ships none), runs as child processes: chmod on every create, readlink on
+# every rename, several per file. Those forks were 150-200 ms of each state commit and
+# most of the offset and commit logs' writes (bench/README, "The checkpoint's file
+# manager"). The FileSystem API's rename is rename(2) on a local disk: as atomic, though
+# it replaces a file where FileContext's refuses; CheckpointLock keeps a second job off.
+LOCAL_CHECKPOINT_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
 
 
 class Source(str, Enum):
@@ -115,6 +127,13 @@ class RunConfig:
             return dict(QUERY_SQL_CONF)
         return {}
 
+    def checkpoint_sql_conf(self) -> dict[str, str]:
+        """Session settings both queries start with, for their checkpoints: the
+        FileSystem-API manager for a local checkpoint (a remote one keeps Spark's)."""
+        if local_path(self.checkpoint_location) is None:
+            return {}
+        return {CHECKPOINT_MANAGER: LOCAL_CHECKPOINT_MANAGER}
+
     def metadata_stream(self, spark: SparkSession) -> DataFrame:
         """The metadata topic alone, from the Python source (whatever ``source`` says:
         a small topic, read by the driver's librdkafka settings)."""
@@ -175,6 +194,8 @@ class ViewJob:
             on_commit=self._committed,
         )
         self.query: StreamingQuery | None = None
+        local = local_path(config.checkpoint_location)
+        self.lock = None if local is None else CheckpointLock(local)
 
     def _committed(self, commits: Any) -> None:
         if self.sampler is not None:
@@ -182,6 +203,15 @@ class ViewJob:
         self.maintenance.notify()
 
     def start(self) -> StreamingQuery:
+        if self.lock is not None:
+            self.lock.acquire()
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> StreamingQuery:
         config = self.config
         config.warehouse.mkdir(parents=True, exist_ok=True)
         removed = self.warehouse.remove_orphans()
@@ -219,9 +249,14 @@ class ViewJob:
             history = history.trigger(processingTime=config.trigger)
             self.sampler.start()
             self.maintenance.start()
-        with session_conf(self.spark, config.query_sql_conf()):
+        # An operator's own choice of manager (spark-submit --conf) stands.
+        checkpoints = (
+            {} if self.spark.conf.get(CHECKPOINT_MANAGER, None) else config.checkpoint_sql_conf()
+        )
+        with session_conf(self.spark, {**checkpoints, **config.query_sql_conf()}):
             self.query = writer.start()
-        self.history_query = history.start()
+        with session_conf(self.spark, checkpoints):
+            self.history_query = history.start()
         log.info(
             "view job started",
             warehouse=str(config.warehouse),
@@ -258,6 +293,8 @@ class ViewJob:
         self.maintenance.stop()
         if self.sampler is not None:
             self.sampler.stop()
+        if self.lock is not None:
+            self.lock.release()
 
 
 def run(

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from kafkacoord.spark.run import RunConfig, run
+from kafkacoord.spark.checkpoint_lock import CheckpointInUseError
+from kafkacoord.spark.run import LOCAL_CHECKPOINT_MANAGER, RunConfig, ViewJob, run
 from kafkacoord.spark.warehouse import Warehouse
 
 from .scenario import OFFSETS_PARTITIONS, RETENTION_MS, assert_views_match_cache, build, now_ms
@@ -78,11 +79,19 @@ def test_a_killed_job_restarts_from_its_checkpoint(
     job = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
                            start_new_session=True)  # fmt: skip
     store = Warehouse(warehouse)
+    config = RunConfig(bootstrap, warehouse, prefix=prefix, available_now=True,
+                       retention_ms=RETENTION_MS)  # fmt: skip
+    refused = False
     try:
         deadline = time.monotonic() + 120
         while store.manifest().batches.get("fold", -1) < 3:
             assert job.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "the job made no progress"
+            if not refused and store.manifest().batches.get("fold", -1) >= 0:
+                # A second job on the running job's checkpoint is refused at its start.
+                with pytest.raises(CheckpointInUseError, match="another view job"):
+                    ViewJob(spark, config).start()
+                refused = True
             time.sleep(0.2)
     finally:
         os.killpg(job.pid, signal.SIGKILL)  # the job's own process group: python and its JVM
@@ -90,10 +99,12 @@ def test_a_killed_job_restarts_from_its_checkpoint(
     applied = store.manifest().batches["fold"]
     assert applied >= 3
 
-    config = RunConfig(bootstrap, warehouse, prefix=prefix, available_now=True,
-                       retention_ms=RETENTION_MS)  # fmt: skip
-    restarted = run(spark, config)
+    assert refused
+    restarted = run(spark, config)  # the kill left no lock behind
     assert restarted.writer.batches >= 1
+    assert restarted.query is not None
+    offset_log = restarted.query._jsq.streamingQuery().offsetLog()  # type: ignore[attr-defined]
+    assert offset_log.fileManager().getClass().getName() == LOCAL_CHECKPOINT_MANAGER
     assert store.manifest().batches["fold"] > applied
     cache, _ = load_cache(bootstrap, topics, tmp_path / "cache", RETENTION_MS)
     assert_views_match_cache(warehouse, cache, scenario)
