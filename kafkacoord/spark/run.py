@@ -87,9 +87,14 @@ class RunConfig:
         return str(Path(self.checkpoint_location).parent / HISTORY_QUERY)
 
     @property
+    def local_checkpoint(self) -> Path | None:
+        """The fold's checkpoint directory when it is local, else ``None``."""
+        return local_path(self.checkpoint_location)
+
+    @property
     def fence_marks(self) -> str | None:
         """Where the connector's fence shares its marks: in a local checkpoint."""
-        local = local_path(self.checkpoint_location)
+        local = self.local_checkpoint
         return None if local is None else str(local / FENCE_MARKS)
 
     def source_options(self) -> dict[str, str]:
@@ -130,7 +135,7 @@ class RunConfig:
     def checkpoint_sql_conf(self) -> dict[str, str]:
         """Session settings both queries start with, for their checkpoints: the
         FileSystem-API manager for a local checkpoint (a remote one keeps Spark's)."""
-        if local_path(self.checkpoint_location) is None:
+        if self.local_checkpoint is None:
             return {}
         return {CHECKPOINT_MANAGER: LOCAL_CHECKPOINT_MANAGER}
 
@@ -194,7 +199,7 @@ class ViewJob:
             on_commit=self._committed,
         )
         self.query: StreamingQuery | None = None
-        local = local_path(config.checkpoint_location)
+        local = config.local_checkpoint
         self.lock = None if local is None else CheckpointLock(local)
 
     def _committed(self, commits: Any) -> None:
