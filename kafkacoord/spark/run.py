@@ -44,6 +44,18 @@ CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 LOCAL_CHECKPOINT_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )
+# A running job's fold evaluates its expressions instead of compiling them. Its
+# micro-batches are a few thousand rows, and each task generated code anew for its
+# projections (the Kafka reader's row converter, the aggregation's results, the UDFs'
+# inputs): that cost more than the rows. An available-now run reads everything there
+# in large batches, where compiled code pays: the connector's 1M-record run was about
+# a third slower interpreted (bench/README, "Interpreted expressions"). NO_CODEGEN is
+# marked internal by Spark; it is the interpreted path Spark falls back to whenever
+# generated code fails to compile.
+INTERPRETED_SQL_CONF = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 
 
 class Source(str, Enum):
@@ -60,6 +72,8 @@ class RunConfig:
     prefix: str = "__kc_"
     trigger: str = "1 second"
     available_now: bool = False
+    # Interpret the fold's expressions (INTERPRETED_SQL_CONF); default: unless available-now.
+    interpreted: bool | None = None
     # Bounds the changes a batch collects on the driver while catching up.
     max_records_per_batch: int | None = 200_000
     min_records_per_task: int = 20_000
@@ -125,12 +139,9 @@ class RunConfig:
         return spark.readStream.format(FORMAT).options(**self.source_options()).load()
 
     def query_sql_conf(self) -> dict[str, str]:
-        """Session settings the fold's query starts with, for its source."""
-        if self.source is Source.CONNECTOR:
-            from .connector.source import QUERY_SQL_CONF
-
-            return dict(QUERY_SQL_CONF)
-        return {}
+        """Session settings the fold's query starts with."""
+        interpreted = not self.available_now if self.interpreted is None else self.interpreted
+        return dict(INTERPRETED_SQL_CONF) if interpreted else {}
 
     def checkpoint_sql_conf(self) -> dict[str, str]:
         """Session settings both queries start with, for their checkpoints: the
@@ -154,6 +165,11 @@ class RunConfig:
             "allowed_lag": self.allowed_lag,
             "prefix": self.prefix,
         }
+
+
+def unset_on(spark: SparkSession, settings: dict[str, str]) -> dict[str, str]:
+    """``settings`` less those already set on ``spark``'s session."""
+    return {key: value for key, value in settings.items() if spark.conf.get(key, None) is None}
 
 
 @contextmanager
@@ -254,11 +270,11 @@ class ViewJob:
             history = history.trigger(processingTime=config.trigger)
             self.sampler.start()
             self.maintenance.start()
-        # An operator's own choice of manager (spark-submit --conf) stands.
-        checkpoints = (
-            {} if self.spark.conf.get(CHECKPOINT_MANAGER, None) else config.checkpoint_sql_conf()
-        )
-        with session_conf(self.spark, {**checkpoints, **config.query_sql_conf()}):
+        # An operator's own choice (spark-submit --conf) stands over ours.
+        checkpoints = unset_on(self.spark, config.checkpoint_sql_conf())
+        with session_conf(
+            self.spark, {**checkpoints, **unset_on(self.spark, config.query_sql_conf())}
+        ):
             self.query = writer.start()
         with session_conf(self.spark, checkpoints):
             self.history_query = history.start()

@@ -109,14 +109,15 @@ def test_both_sources_build_the_same_views(
     now = now_ms()
     log = build_mixed(topics, f"{prefix}orders", now)
 
-    def config(source: Source) -> RunConfig:
+    def config(source: Source, interpreted: bool | None = None) -> RunConfig:
         return RunConfig(bootstrap, tmp_path / source.value, prefix=prefix, available_now=True,
                          max_records_per_batch=13, retention_ms=RETENTION_MS,
-                         source=source)  # fmt: skip
+                         source=source, interpreted=interpreted)  # fmt: skip
 
     half = -HALF_OF_THE_EXTRAS
     write_mixed(bootstrap, log, slice(None, half))
-    first = run(connector, config(Source.CONNECTOR))
+    # The first half interpreted, as a running job folds; the rest compiled.
+    first = run(connector, config(Source.CONNECTOR, interpreted=True))
     write_mixed(bootstrap, log, slice(half, None))
     second = run(connector, config(Source.CONNECTOR))
     assert first.writer.batches >= 5 and second.writer.batches >= 1

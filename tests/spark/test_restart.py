@@ -6,6 +6,7 @@ view with the cache, including poison counts and the leadership history.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -23,6 +24,8 @@ from kafkacoord.spark.warehouse import Warehouse
 from .scenario import OFFSETS_PARTITIONS, RETENTION_MS, assert_views_match_cache, build, now_ms
 from .scenario import write as write_scenario
 from .support import internal_topics, load_cache
+
+FACTORY_MODE = "spark.sql.codegen.factoryMode"
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -100,11 +103,16 @@ def test_a_killed_job_restarts_from_its_checkpoint(
     assert applied >= 3
 
     assert refused
-    restarted = run(spark, config)  # the kill left no lock behind
+    # The kill left no lock behind. The restart runs the fold interpreted, as a running job does.
+    restarted = run(spark, dataclasses.replace(config, interpreted=True))
     assert restarted.writer.batches >= 1
     assert restarted.query is not None
     offset_log = restarted.query._jsq.streamingQuery().offsetLog()  # type: ignore[attr-defined]
     assert offset_log.fileManager().getClass().getName() == LOCAL_CHECKPOINT_MANAGER
+    # Its views are checked below; the session kept its own value.
+    stream_session = restarted.query._jsq.streamingQuery().sparkSessionForStream()  # type: ignore[attr-defined]
+    assert stream_session.conf().get(FACTORY_MODE) == "NO_CODEGEN"
+    assert spark.conf.get(FACTORY_MODE) != "NO_CODEGEN"
     assert store.manifest().batches["fold"] > applied
     cache, _ = load_cache(bootstrap, topics, tmp_path / "cache", RETENTION_MS)
     assert_views_match_cache(warehouse, cache, scenario)

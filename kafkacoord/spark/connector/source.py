@@ -31,13 +31,6 @@ FORMAT = "kafka"
 CONSUMER_DEFAULTS: Final = {"fetch.max.wait.ms": "10"}
 
 
-# In force while the fold's query starts (a query keeps a copy of its session's settings).
-# The decoded rows have 168 nested fields, past Spark's 100 for whole-stage code
-# generation: each task then generated the decode projection's code anew, the largest
-# part of its time (bench/README, "The connector's fence and decode").
-QUERY_SQL_CONF: Final = {"spark.sql.codegen.maxFields": "2000"}
-
-
 @dataclass(frozen=True)
 class ConnectorOptions:
     bootstrap: str
