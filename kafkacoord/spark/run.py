@@ -141,7 +141,13 @@ class RunConfig:
     def query_sql_conf(self) -> dict[str, str]:
         """Session settings the fold's query starts with."""
         interpreted = not self.available_now if self.interpreted is None else self.interpreted
-        return dict(INTERPRETED_SQL_CONF) if interpreted else {}
+        if interpreted:
+            return dict(INTERPRETED_SQL_CONF)
+        if self.source is Source.CONNECTOR:
+            from .connector.source import COMPILED_SQL_CONF
+
+            return dict(COMPILED_SQL_CONF)
+        return {}
 
     def checkpoint_sql_conf(self) -> dict[str, str]:
         """Session settings both queries start with, for their checkpoints: the

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from kafkacoord.spark.run import INTERPRETED_SQL_CONF, RunConfig, Source, session_conf, unset_on
 from kafkacoord.spark.session import configure
+from kafkacoord.spark.source.schema import decoded_schema
 
 pytestmark = [pytest.mark.spark]
 
@@ -29,6 +31,16 @@ def test_state_partitions_default_to_the_sessions_cores_and_an_explicit_value_wi
         spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
+def nested_fields(data_type: DataType) -> int:
+    if isinstance(data_type, StructType):
+        return sum(nested_fields(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, MapType):
+        return nested_fields(data_type.keyType) + nested_fields(data_type.valueType)
+    if isinstance(data_type, ArrayType):
+        return nested_fields(data_type.elementType)
+    return 1
+
+
 def test_a_running_fold_starts_interpreted_unless_the_operator_chose_and_leaves_the_session(
     spark: SparkSession,
 ) -> None:
@@ -37,9 +49,12 @@ def test_a_running_fold_starts_interpreted_unless_the_operator_chose_and_leaves_
 
     for source in Source:
         assert conf(source=source) == INTERPRETED_SQL_CONF
-        assert conf(source=source, available_now=True) == {}  # large batches: compiled
-    assert conf(available_now=True, interpreted=True) == INTERPRETED_SQL_CONF
-    assert conf(interpreted=False) == {}
+        assert conf(source=source, available_now=True, interpreted=True) == INTERPRETED_SQL_CONF
+    # Large batches: compiled, the connector's wide decoded rows in whole-stage code too.
+    assert conf(available_now=True) == conf(interpreted=False) == {}
+    compiled = conf(source=Source.CONNECTOR, available_now=True)
+    # Spark counts nested fields (WholeStageCodegenExec.isTooManyFields).
+    assert int(compiled["spark.sql.codegen.maxFields"]) > nested_fields(decoded_schema()) > 100
     assert INTERPRETED_SQL_CONF["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"
     whole_stage = "spark.sql.codegen.wholeStage"
     # Spark's defaults are not an operator's choice.

@@ -30,6 +30,12 @@ FORMAT = "kafka"
 # micro-batch of many partitions with a few records each pays over and over.
 CONSUMER_DEFAULTS: Final = {"fetch.max.wait.ms": "10"}
 
+# For a fold whose code is compiled (an available-now run). The decoded rows have 168
+# nested fields, past Spark's 100 for whole-stage code generation: each task then
+# generated the decode projection's code anew (bench/README, "The connector's fence
+# and decode").
+COMPILED_SQL_CONF: Final = {"spark.sql.codegen.maxFields": "2000"}
+
 
 @dataclass(frozen=True)
 class ConnectorOptions:
