@@ -278,9 +278,8 @@ class ViewJob:
             self.maintenance.start()
         # An operator's own choice (spark-submit --conf) stands over ours.
         checkpoints = unset_on(self.spark, config.checkpoint_sql_conf())
-        with session_conf(
-            self.spark, {**checkpoints, **unset_on(self.spark, config.query_sql_conf())}
-        ):
+        fold_settings = {**checkpoints, **unset_on(self.spark, config.query_sql_conf())}
+        with session_conf(self.spark, fold_settings):
             self.query = writer.start()
         with session_conf(self.spark, checkpoints):
             self.history_query = history.start()
