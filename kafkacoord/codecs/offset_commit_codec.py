@@ -11,7 +11,6 @@ from typing import Final
 
 from .avro_binary import read_int, read_long, read_string, write_int, write_long, write_string
 from .models import OffsetCommitValue
-from .models.base import slot_setters
 
 VALUE_VERSION: Final = 2
 
@@ -42,19 +41,4 @@ def decode_value_body(buf: bytes, pos: int) -> tuple[OffsetCommitValue, int]:
         expire, pos = read_long(buf, pos)
     elif branch != 0:
         raise ValueError(f"union branch {branch} of expire_timestamp_ms does not exist")
-    value = _new(OffsetCommitValue)
-    _set_offset(value, offset)
-    _set_metadata(value, metadata)
-    _set_commit_timestamp_ms(value, commit_timestamp_ms)
-    _set_leader_epoch(value, leader_epoch)
-    _set_expire_timestamp_ms(value, expire)
-    return value, pos
-
-
-_new = object.__new__
-_SET = slot_setters(OffsetCommitValue)
-_set_offset = _SET["offset"]
-_set_metadata = _SET["metadata"]
-_set_commit_timestamp_ms = _SET["commit_timestamp_ms"]
-_set_leader_epoch = _SET["leader_epoch"]
-_set_expire_timestamp_ms = _SET["expire_timestamp_ms"]
+    return OffsetCommitValue(offset, metadata, commit_timestamp_ms, leader_epoch, expire), pos

@@ -33,7 +33,7 @@ from kafkacoord.codecs import (
 )
 from kafkacoord.codecs.models import AvroModel, OffsetCommitValue
 
-from .cache import NO_EXPIRY, Change, new_change
+from .cache import NO_EXPIRY, Change
 from .fencing import ControllerEpochFence, LeaderEpochFence, admitted_messages
 from .poison import is_strict, record_poison
 
@@ -190,7 +190,7 @@ class ChunkFolder:
     ) -> Change:
         if self.decoded is not None:
             self.decoded[raw_key] = (key, value)
-        return new_change(raw_value, self.policy.expiry(key, value), offset)
+        return Change(raw_value, self.policy.expiry(key, value), offset)
 
     def _tombstone(self, raw_key: bytes) -> Change:
         if self.decoded is not None:
@@ -273,6 +273,6 @@ class ChunkFolder:
                 decoded.pop(raw_key, None)
                 decoded[raw_key] = (key, value)
             expires = NO_EXPIRY if expiry is None else expiry(key, value)
-            changes[raw_key] = new_change(raw_value, expires, msg.offset())  # type: ignore[arg-type]
+            changes[raw_key] = Change(raw_value, expires, msg.offset())  # type: ignore[arg-type]
         stats.tombstones = sum(1 for c in changes.values() if c.value is None)
         return changes

@@ -16,8 +16,7 @@ nothing of APIs: it moves headers and bytes.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 SIZE: Final = struct.Struct(">i")
 _REQUEST: Final = struct.Struct(">hhiih")
@@ -36,8 +35,9 @@ class FrameError(Exception):
         self.header = header
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
+    """Tuples: every request makes one, at under half a frozen dataclass's cost."""
+
     api_key: int
     api_version: int
     correlation_id: int
@@ -45,8 +45,7 @@ class RequestHeader:
     client_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class ResponseFrame:
+class ResponseFrame(NamedTuple):
     correlation_id: int
     error_code: int
     message: str | None

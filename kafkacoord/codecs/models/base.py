@@ -7,7 +7,7 @@ import functools
 import operator
 import re
 from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple, Self
+from typing import Any, ClassVar, NamedTuple, Self, TypeVar, dataclass_transform
 
 # Field types that hold no nested model: their values go to fastavro as they are.
 _SCALAR_TYPES = frozenset({"int", "str", "bytes", "bool", "float", "None"})
@@ -33,6 +33,30 @@ def _layout_of(cls: type) -> _Layout:
 
 def _values_of(names: tuple[str, ...], obj: Any) -> tuple[Any, ...]:
     return tuple(getattr(obj, name) for name in names)
+
+
+_T = TypeVar("_T")
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
+def value_class(cls: type[_T]) -> type[_T]:
+    """A value made on every commit's path: frozen to the type checker, a plain slotted
+    dataclass at run time.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
+    about three times what a plain slotted one costs (0.71 against 0.21 µs for four
+    fields), and a commit makes several such values. mypy holds every assignment to a
+    field to frozen's rules (``frozen_default``), so only the run-time guard is given
+    up. It hashes and compares as a frozen dataclass does.
+    """
+    made = dataclasses.dataclass(slots=True, unsafe_hash=True)(cls)
+    made.__value_class__ = True  # type: ignore[attr-defined]
+    return made
+
+
+def is_value_class(cls: type) -> bool:
+    """Whether ``cls`` was made by :func:`value_class` (immutable by contract)."""
+    return cls.__dict__.get("__value_class__", False) is True
 
 
 def slot_setters(cls: type) -> dict[str, Callable[[object, object], None]]:

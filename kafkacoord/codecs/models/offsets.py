@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Self
 
-from .base import AvroModel
+from .base import AvroModel, value_class
 from .group_causes import GroupCause
 
 
@@ -55,7 +55,7 @@ class GroupMetadataValue(AvroModel):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class OffsetCommitKey(AvroModel):
     """A committed offset's key: group, topic, partition (type tag 11)."""
 
@@ -64,7 +64,7 @@ class OffsetCommitKey(AvroModel):
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class OffsetCommitValue(AvroModel):
     """A committed offset (Kafka's ``OffsetCommitValue``)."""
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from kafkacoord.coordinator.protocol import ErrorCode
-from kafkacoord.storage.cache import Change, new_change
+from kafkacoord.storage.cache import Change
 from kafkacoord.storage.errors import AppendError
 
 from .host_parts import HostParts, HostStats
@@ -222,7 +222,7 @@ class AppendPipeline:
                 if value is None or record.value is None:
                     changes[key] = Change(None)
                 else:
-                    changes[key] = new_change(value, expiry(record.key, record.value), offset)
+                    changes[key] = Change(value, expiry(record.key, record.value), offset)
             next_offset = max(next_offset, max(pending.offsets) + 1)
         store, identity, now = self._parts.store, self._parts.identity, self._clock_ms()
         if turn is None:

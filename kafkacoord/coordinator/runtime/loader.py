@@ -27,7 +27,7 @@ from .appends import AppendPipeline
 from .guards import apply_result
 from .host_parts import HostParts, HostStats
 from .observer import HostObserver
-from .shard import Record, Shard, new_record
+from .shard import Record, Shard
 
 log = structlog.get_logger(__name__)
 
@@ -40,7 +40,7 @@ def replay_order(record: Record) -> int:
 def in_log_order(decoded: dict[bytes, tuple[AvroModel, AvroModel]]) -> list[Record]:
     """Decoded records as an in-order fold keeps them (the log order of each key's last
     record): the fence admits them all in this order, so they need no sorting."""
-    return [new_record(key, value) for key, value in decoded.values()]
+    return [Record(key, value) for key, value in decoded.values()]
 
 
 def by_record_type(decoded: dict[bytes, tuple[AvroModel, AvroModel]]) -> list[Record]:

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from kafkacoord.codecs.models.base import is_value_class
 from kafkacoord.coordinator.groups.state import GroupState
 from kafkacoord.coordinator.groups.undo import UndoLog
 
@@ -58,7 +59,9 @@ def test_a_saved_group_shares_nothing_mutable() -> None:
     immutable = (str, int, bool, tuple, frozenset, type(None), GroupState)
     for name, value in vars(group).items():
         kept = vars(saved)[name]
-        frozen = dataclasses.is_dataclass(value) and type(value).__dataclass_params__.frozen
+        frozen = dataclasses.is_dataclass(value) and (
+            type(value).__dataclass_params__.frozen or is_value_class(type(value))
+        )
         if isinstance(value, immutable) or frozen:
             assert kept == value, name
         else:

@@ -23,7 +23,7 @@ from kafkacoord.coordinator.groups.records import (
     offset_commit_value,
 )
 from kafkacoord.coordinator.runtime import shard as runtime_shard
-from kafkacoord.coordinator.runtime.shard import Record, encode_records, new_record, raw_records
+from kafkacoord.coordinator.runtime.shard import Record, encode_records, raw_records
 
 INT_MAX = 2**31 - 1
 
@@ -54,7 +54,7 @@ def node_value(**overrides: Any) -> NodeValue:
 
 def test_records_start_without_bytes() -> None:
     assert commit().raw is None
-    assert new_record(*_kv(commit())).raw is None
+    assert Record(*_kv(commit())).raw is None
 
 
 def _kv(record: Record) -> tuple[AvroModel, AvroModel | None]:
