@@ -254,7 +254,16 @@ def encode_key(key: AvroModel) -> bytes:
         # Not cached: a failover writes more distinct partition keys than any cache holds,
         # and the hand-written encoder costs less than a miss.
         return _PARTITION_KEY_HEADER + _fast_encode(partition_codec.encode_key_body, key, "key")
+    if type(key) is OffsetCommitKey:
+        # Cached by its fields: a dataclass's hash and equality run in Python, and every
+        # commit looks its key up.
+        return _encode_commit_key(key.group, key.topic, key.partition)
     return _encode_cached_key(key)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _encode_commit_key(group: str, topic: str, partition: int) -> bytes:
+    return _encode_cached_key.__wrapped__(OffsetCommitKey(group, topic, partition))
 
 
 @functools.lru_cache(maxsize=65_536)

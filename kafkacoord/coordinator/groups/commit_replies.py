@@ -36,9 +36,16 @@ class CommitReplies:
         return Reply(to, "OffsetCommit", body=shared[0], encoded=shared[1])
 
     def _shared(self, outcomes: Outcomes) -> tuple[api.OffsetCommitResponse, bytes] | None:
-        if any(error is not ErrorCode.NONE for _, parts in outcomes for _, error in parts):
-            return None
-        shape = tuple((topic, tuple(p for p, _ in parts)) for topic, parts in outcomes)
+        # Plain loops: nested generators cost more than the lookup they lead to.
+        topics = []
+        for topic, parts in outcomes:
+            partitions = []
+            for partition, error in parts:
+                if error is not ErrorCode.NONE:
+                    return None
+                partitions.append(partition)
+            topics.append((topic, tuple(partitions)))
+        shape = tuple(topics)
         shared = self._succeeded.get(shape)
         if shared is None:
             if len(self._succeeded) >= self._max_entries:

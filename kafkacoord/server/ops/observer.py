@@ -37,7 +37,8 @@ class _Tally:
     __slots__ = ("append_records", "append_seconds", "replies")
 
     def __init__(self) -> None:
-        self.replies: dict[tuple[str, str], int] = {}
+        # By (api, error): the error's name is read at scrape time, not on every reply.
+        self.replies: dict[tuple[str, ErrorCode], int] = {}
         self.append_records: dict[str, int] = {}
         # Per kind: the count in each bucket (the last is +Inf), then the sum of seconds.
         self.append_seconds: dict[str, tuple[list[int], list[float]]] = {}
@@ -67,7 +68,8 @@ class _Tallies(Collector):
         seconds: dict[str, tuple[list[int], float]] = {}
         for tally in tallies:
             # dict() copies in one step under the GIL while the owner may be counting.
-            for key, n in dict(tally.replies).items():
+            for (api, code), n in dict(tally.replies).items():
+                key = (api, code.name)
                 replies[key] = replies.get(key, 0) + n
             for shard, n in dict(tally.append_records).items():
                 records[shard] = records.get(shard, 0) + n
@@ -79,8 +81,8 @@ class _Tallies(Collector):
             "kafkacoord_replies", "Replies the shards released, by api and error code.",
             labels=["api", "error"],
         )  # fmt: skip
-        for (api, error), n in sorted(replies.items()):
-            family.add_metric([api, error], n)
+        for (api, name), n in sorted(replies.items()):
+            family.add_metric([api, name], n)
         yield family
         family = CounterMetricFamily(
             "kafkacoord_append_records", "Records the shard appended durably.", labels=["shard"]
@@ -144,7 +146,7 @@ class PrometheusObserver:
 
     def answered(self, shard: str, api: str, error: ErrorCode) -> None:
         replies = self._tallies.mine().replies
-        key = (api, error.name)
+        key = (api, error)
         replies[key] = replies.get(key, 0) + 1
 
     def restarted(self, shard: str, cause: str) -> None:
