@@ -55,6 +55,7 @@ def counted(kind: str, count: int, total: int, per_turn: int, tree: Path) -> int
     # The tree first, whatever an editable install points at; and not the working
     # directory, which ``-c`` would put ahead of it.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
+    env["PYTHONHASHSEED"] = "0"  # string hashes, and so dict probes, the same every run
     done = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
          sys.executable, "-c", code],

@@ -171,12 +171,18 @@ class AppendPipeline:
         """From the writer's thread (or inline), off any turn: mark done, wake flush()."""
         pending.record(offsets, error)
         pending.done = True
-        self._wake.set()
+        self._woken()
 
     def _finished(self, pending: _Pending) -> None:
         """Every batch of the turn ``pending`` joined is in; the barrier wakes the processor."""
         pending.done = True
-        self._wake.set()
+        self._woken()
+
+    def _woken(self) -> None:
+        """Wake flush(), if it may wait. Event.set takes a lock on every call; a set flag
+        needs nothing, because flush() clears it before it looks at what is done."""
+        if not self._wake.is_set():
+            self._wake.set()
 
     def _release(self, turn: Turn | None) -> None:
         """Store and answer finished appends, oldest first (write, then answer)."""

@@ -40,11 +40,12 @@ class ReplyCache:
         for reply in replies:
             if reply.to.correlation_id < 0:
                 continue  # a push (a hint to a member), not the answer to a request
-            self._observer.answered(self._name, reply.api, reply.error)
-            if reply.error is not ErrorCode.NONE:
-                self._errors[reply.error.name] = self._errors.get(reply.error.name, 0) + 1
-            if reply.error.retriable:
-                continue
+            error = reply.error
+            self._observer.answered(self._name, reply.api, error)
+            if error is not ErrorCode.NONE:
+                self._errors[error.name] = self._errors.get(error.name, 0) + 1
+                if error.retriable:
+                    continue
             self._replies[(reply.to.client_id, reply.to.correlation_id)] = reply
             if len(self._replies) > self._entries:
                 self._replies.popitem(last=False)
