@@ -36,6 +36,7 @@ def _values_of(names: tuple[str, ...], obj: Any) -> tuple[Any, ...]:
 
 
 _T = TypeVar("_T")
+_VALUE_CLASSES: set[type] = set()
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
@@ -50,13 +51,13 @@ def value_class(cls: type[_T]) -> type[_T]:
     up. It hashes and compares as a frozen dataclass does.
     """
     made = dataclasses.dataclass(slots=True, unsafe_hash=True)(cls)
-    made.__value_class__ = True  # type: ignore[attr-defined]
+    _VALUE_CLASSES.add(made)
     return made
 
 
 def is_value_class(cls: type) -> bool:
     """Whether ``cls`` was made by :func:`value_class` (immutable by contract)."""
-    return cls.__dict__.get("__value_class__", False) is True
+    return cls in _VALUE_CLASSES
 
 
 def slot_setters(cls: type) -> dict[str, Callable[[object, object], None]]:
