@@ -17,7 +17,6 @@ fetch on the same shard, and a controller call, succeed.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import time
 import urllib.request
@@ -265,7 +264,7 @@ def _send(live: Live, case: Case) -> str:
     data = case.data
     if case.kind == "api":
         assert case.header is not None
-        data = encode_request(dataclasses.replace(case.header, client_id=raw.client_id), case.body)
+        data = encode_request(case.header._replace(client_id=raw.client_id), case.body)
     try:
         sent = raw.send(data)
         if want is None:  # cut short: the client goes away mid-frame
