@@ -263,12 +263,16 @@ def encode_key(key: AvroModel) -> bytes:
 
 @functools.lru_cache(maxsize=65_536)
 def _encode_commit_key(group: str, topic: str, partition: int) -> bytes:
-    return _encode_cached_key.__wrapped__(OffsetCommitKey(group, topic, partition))
+    return _encode_key(OffsetCommitKey(group, topic, partition))
 
 
 @functools.lru_cache(maxsize=65_536)
 def _encode_cached_key(key: AvroModel) -> bytes:
     """Keys repeat (a consumer commits the same partitions again and again): cached."""
+    return _encode_key(key)
+
+
+def _encode_key(key: AvroModel) -> bytes:
     spec = _BY_KEY_CLS.get(type(key))
     if spec is None:
         raise CodecError(f"{type(key).__name__} is not a record key", part="key")
