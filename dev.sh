@@ -4,6 +4,9 @@
 #                            KAFKACOORD_BOOTSTRAP is set)
 #   ./dev.sh test [PYTEST ARGS]  set up .venv, then lint, type-check, check the import
 #                                layers (lint-imports) and run every test
+#   ./dev.sh build           set up .venv and compile the hot path (each command above does
+#                            it when a compiled module's source changed; KAFKACOORD_PURE=1
+#                            skips it and runs the sources)
 #   ./dev.sh kafka [ARGS]    set up .venv, then run one Apache Kafka broker in the foreground
 #                            (data in var/kafka, bootstrap written to var/kafka/bootstrap)
 #                            for tests and benches to share: KAFKACOORD_KAFKA_BOOTSTRAP=...
@@ -29,19 +32,43 @@ setup() {
   fi
 }
 
+# Compile the hot path with mypyc (setup.py) unless the build is current: kafkacoord's
+# import guard (kafkacoord/compiled.py) knows from the digests of the compiled sources.
+compile_hot_path() {
+  [[ ${KAFKACOORD_PURE:-0} != 0 ]] && return 0
+  if .venv/bin/python -W ignore -c \
+    'import sys, kafkacoord; sys.exit(kafkacoord.BUILD.value != "compiled")' 2>/dev/null; then
+    return 0
+  fi
+  echo "compiling the hot path with mypyc (about a minute)" >&2
+  local log=${TMPDIR:-/tmp}/kafkacoord-compile.log
+  if ! KAFKACOORD_COMPILE=1 .venv/bin/python setup.py build_ext --inplace >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "compiling the hot path failed (log: $log)" >&2
+    return 1
+  fi
+}
+
 cmd=${1:-}
 [[ $# -gt 0 ]] && shift
 case $cmd in
   daemon)
-    setup ""
+    setup "build"
+    compile_hot_path
     exec .venv/bin/kafkacoord daemon "$@"
     ;;
   kafka)
-    setup ""
+    setup "build"
+    compile_hot_path
     exec .venv/bin/python -m kafkacoord.storage.kafka_broker --data-dir var/kafka "$@"
     ;;
+  build)
+    setup "build"
+    compile_hot_path
+    ;;
   test)
-    setup "test,dev,spark"
+    setup "test,dev,spark,build"
+    compile_hot_path
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .
     .venv/bin/mypy
@@ -57,7 +84,7 @@ case $cmd in
     exit $rc
     ;;
   *)
-    echo "usage: ./dev.sh daemon [ARGS] | ./dev.sh test [PYTEST ARGS] | ./dev.sh kafka [--secure] [ARGS]" >&2
+    echo "usage: ./dev.sh daemon [ARGS] | ./dev.sh test [PYTEST ARGS] | ./dev.sh build | ./dev.sh kafka [--secure] [ARGS]" >&2
     exit 2
     ;;
 esac

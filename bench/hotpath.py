@@ -16,10 +16,12 @@ would, and replies are counted instead of written.
 - turn_split_us:   the turn split further: handle, submit (encode within it), release
                    (store within it: the fold into the turn's cache batch), cache_write
                    (the turn's one RocksDB write) and timers; timing each call adds
-                   about 0.3 µs to each of them
+                   about 0.3 µs to each of them; null for the compiled build, whose
+                   methods cannot be wrapped (KAFKACOORD_PURE=1 gives it)
 - raw_us:          the baseline: the same commits' frame decode, body decode, record
                    encode and RocksDB writes, with no runtime between them
 - runtime_ratio:   us_per_commit / raw_us
+- build:           which build of the hot path ran: compiled, or pure (the sources)
 
 Each figure is the least of --repeat runs. The last stdout line is JSON.
 """
@@ -39,6 +41,7 @@ from typing import Any
 from benchlib import log
 from prometheus_client import CollectorRegistry
 
+import kafkacoord
 from kafkacoord.codecs import encode_record
 from kafkacoord.coordinator.groups import shard as group_shard_module
 from kafkacoord.coordinator.groups.config import GroupConfig
@@ -286,18 +289,25 @@ def main() -> None:
     per = 1e6 / args.commits
     cpu = min(run_once(data, args.per_turn, split=False)[0] for _ in range(args.repeat))
     layers = [run_once(data, args.per_turn, split=False)[1] for _ in range(args.repeat)]
-    split = [run_once(data, args.per_turn, split=True)[1] for _ in range(args.repeat)]
+    # The split wraps methods in timers, which compiled classes do not allow.
+    compiled = kafkacoord.BUILD is kafkacoord.compiled.Build.COMPILED
+    split = (
+        []
+        if compiled
+        else [run_once(data, args.per_turn, split=True)[1] for _ in range(args.repeat)]
+    )
     raw = min(raw_once(data, args.per_turn) for _ in range(args.repeat))
 
     def least(runs: list[Counter[str]], keys: list[str]) -> dict[str, float]:
         return {k: round(min(run[k] for run in runs) * per, 1) for k in keys}
 
     result = {
+        "build": kafkacoord.BUILD.value,
         "commits": args.commits,
         "per_turn": args.per_turn,
         "us_per_commit": round(cpu * per, 1),
         "layers_us": least(layers, ["frames_and_dispatch", "turn", "replies", "acknowledgements"]),
-        "turn_split_us": least(split, SPLIT_LABELS),
+        "turn_split_us": least(split, SPLIT_LABELS) if split else None,
         "raw_us": round(raw * per, 1),
         "runtime_ratio": round(cpu / raw, 2),
     }

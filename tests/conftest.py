@@ -9,12 +9,16 @@ prints one), else one embedded KafkaBroker for the session, started on first use
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import kafkacoord
+from kafkacoord.compiled import PURE_ENV, Build
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.kafka_broker import KafkaBroker
 
@@ -58,3 +62,23 @@ def broker_kind(request: pytest.FixtureRequest) -> str:
 def prefix() -> str:
     """A topic prefix of its own for each test, so tests never share state."""
     return f"t{uuid.uuid4().hex[:10]}_"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A ``sources`` test patches what compiled code calls directly (a module's function,
+    a native class's method), which has no effect on it. Under a compiled build it runs
+    in a child pytest against the sources, and passes only if it passed there."""
+    if pyfuncitem.get_closest_marker("sources") is None or kafkacoord.BUILD is not Build.COMPILED:
+        return None
+    child = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+         pyfuncitem.nodeid],
+        cwd=pyfuncitem.config.rootpath, env={**os.environ, PURE_ENV: "1"},
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    summary = child.stdout.strip().splitlines()[-1:] or ["(no output)"]
+    if child.returncode != 0 or "1 passed" not in summary[0]:
+        pytest.fail(f"against the sources (KAFKACOORD_PURE=1):\n{child.stdout[-4000:]}"
+                    f"{child.stderr[-2000:]}", pytrace=False)  # fmt: skip
+    return True

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from kafkacoord import __version__, logs
+from kafkacoord import BUILD, __version__, logs
 from kafkacoord.cli import (
     acls,
     console,
@@ -101,8 +101,8 @@ def daemon(
 
 @app.command()
 def version() -> None:
-    """Print the version."""
-    typer.echo(f"kafkacoord {__version__}")
+    """Print the version, and which build of the hot path runs (compiled, or the sources)."""
+    typer.echo(f"kafkacoord {__version__} (hot path: {BUILD.value})")
 
 
 app.add_typer(topics.topics_app, name="topics")

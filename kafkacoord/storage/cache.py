@@ -102,6 +102,10 @@ def _successor(prefix: bytes) -> bytes:
     return trimmed[:-1] + bytes((trimmed[-1] + 1,))
 
 
+def _hold(*objects: object) -> None:
+    """Nothing: a use that keeps ``objects`` alive up to the call."""
+
+
 class StateCache:
     """The daemon's RocksDB; hands out one :class:`ShardStore` per shard."""
 
@@ -248,6 +252,9 @@ class ShardStore:
         while it.valid():
             yield it.key(), it.value()
             it.next()
+        # The iterator reads its upper bound from the options, which rocksdict does not keep
+        # alive for it; compiled code drops a local after its last use, so use it here.
+        _hold(options)
 
     # -- writes --------------------------------------------------------------
 

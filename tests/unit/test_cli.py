@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from kafkacoord import __version__
+from kafkacoord import BUILD, __version__
 from kafkacoord.cli.main import app
 
 runner = CliRunner()
@@ -15,7 +15,7 @@ runner = CliRunner()
 def test_version() -> None:
     result = runner.invoke(app, ["version"])
     assert result.exit_code == 0
-    assert result.output.strip() == f"kafkacoord {__version__}"
+    assert result.output.strip() == f"kafkacoord {__version__} (hot path: {BUILD.value})"
 
 
 def test_daemon_help_lists_its_options() -> None:

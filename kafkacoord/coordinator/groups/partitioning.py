@@ -77,10 +77,11 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     ``Utils.abs(groupId.hashCode()) % numPartitions``. A group id whose hash is
     ``Integer.MIN_VALUE`` (e.g. ``"polygenelubricants"``) lands on partition 0.
 
-    Raises ``ValueError`` unless ``num_partitions`` is a positive int.
+    Raises ``TypeError`` unless ``num_partitions`` is an int (the compiled build's own
+    argument check says the same), ``ValueError`` unless it is positive.
     """
     if isinstance(num_partitions, bool) or not isinstance(num_partitions, int):
-        raise ValueError(f"num_partitions must be an int, got {num_partitions!r}")
+        raise TypeError(f"num_partitions must be an int, got {num_partitions!r}")
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     return kafka_abs(java_string_hash(group_id)) % num_partitions

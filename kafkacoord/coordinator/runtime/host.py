@@ -103,12 +103,12 @@ class ShardHost:
         self.detached = False
         # Set once stopping: when the appends still in flight stop being waited for.
         self._draining_until: float | None = None
-        self._thread = spawn(f"shard-{name}", self._load_then_attach, start=False)
+        self._loader_thread = spawn(f"shard-{name}", self._load_then_attach, start=False)
 
     # -- owner API ---------------------------------------------------------------------
 
     def start(self) -> ShardHost:
-        self._thread.start()
+        self._loader_thread.start()
         return self
 
     def submit(self, request: Request) -> None:
@@ -147,7 +147,10 @@ class ShardHost:
             attached = self._attached
         if attached:
             self._processor.put(self, _STOP)
-        if not self._processor.on_its_thread() and threading.current_thread() is not self._thread:
+        if (
+            not self._processor.on_its_thread()
+            and threading.current_thread() is not self._loader_thread
+        ):
             self._stopped.wait(timeout_s)
 
     # -- the processor's calls -----------------------------------------------------------

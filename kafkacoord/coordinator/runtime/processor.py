@@ -82,7 +82,7 @@ class ShardProcessor:
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[tuple[DrivenHost | None, object]] = queue.SimpleQueue()
         self._hosts: dict[int, DrivenHost] = {}
-        self._thread = spawn(name, self._run)
+        self._runner = spawn(name, self._run)
 
     def put(self, host: DrivenHost, event: object) -> None:
         self._queue.put((host, event))
@@ -92,7 +92,7 @@ class ShardProcessor:
         self._queue.put((None, events))
 
     def on_its_thread(self) -> bool:
-        return threading.current_thread() is self._thread
+        return threading.current_thread() is self._runner
 
     def _run(self) -> None:
         while True:
@@ -121,7 +121,7 @@ class ShardProcessor:
         """Stop driving; owners stop their hosts first."""
         self._queue.put((None, _CLOSE))
         if not self.on_its_thread():
-            self._thread.join(timeout_s)
+            self._runner.join(timeout_s)
 
 
 def _only_requests(events: Sequence[tuple[DrivenHost, object]]) -> bool:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import structlog
 from prometheus_client import CollectorRegistry, Info
 
-from kafkacoord import __version__
+from kafkacoord import BUILD, __version__
 
 from .collectors import (
     Loads,
@@ -57,9 +57,13 @@ class OpsService:
         if counts is not None:
             self.registry.register(PoisonCollector(counts))
         build = Info(
-            "kafkacoord_build", "Version and node id of this daemon.", registry=self.registry
+            "kafkacoord_build",
+            "Version, node id and hot path build (compiled or the sources) of this daemon.",
+            registry=self.registry,
         )
-        build.info({"version": __version__, "node_id": str(source.node_id)})
+        build.info(
+            {"version": __version__, "node_id": str(source.node_id), "hot_path": BUILD.value}
+        )
 
     def watch_broker(self, bootstrap: str) -> None:
         """Health checks ask this broker from now on."""

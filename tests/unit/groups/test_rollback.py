@@ -310,6 +310,7 @@ def test_a_failed_join_keeps_the_group_a_pending_sync_action_completes() -> None
 # --------------------------------------------------------------------------- timers
 
 
+@pytest.mark.sources
 def test_an_offset_expiry_that_fails_puts_back_the_group_it_forgot() -> None:
     """A group that was never durable (its only member never came back after
     MEMBER_ID_REQUIRED) is forgotten by the offsets expiry; a failure later in the same

@@ -204,6 +204,7 @@ def test_a_timer_whose_record_cannot_be_encoded_is_put_back(
     assert s.a.member_id not in member_ids(d, "g")
 
 
+@pytest.mark.sources
 def test_a_success_resets_the_failure_count(monkeypatch: pytest.MonkeyPatch) -> None:
     """The periodic offsets expiration fails four times, succeeds, then fails four times
     again: never dropped, as the success cleared its count."""

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from kafkacoord import BUILD
 from kafkacoord.coordinator.runtime.host import HostState
 from kafkacoord.server.ops import DISABLED_PORT, OpsService, StatusSource
 from kafkacoord.server.ops.health import Health, evaluate
@@ -85,7 +86,7 @@ def test_service_port_zero_picks_a_port_and_minus_one_disables() -> None:
         assert server is not None and server.port > 0
         status, _, body = get(f"{server.url}/metrics")
         assert status == 200
-        assert 'kafkacoord_build_info{node_id="5"' in body
+        assert 'kafkacoord_build_info{hot_path="' + BUILD.value + '",node_id="5"' in body
         assert "kafkacoord_started 0.0" in body
         assert get(f"{server.url}/health")[0] == 503  # still starting
     finally:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 from kafkacoord.coordinator.runtime.clock import SteadyClock, steady_ms
 from kafkacoord.coordinator.runtime.host import ShardHost
 
@@ -40,6 +42,7 @@ def test_a_wall_step_either_way_does_not_move_it() -> None:
     assert clock.ms() >= deadline  # it expires after its three seconds, not before or later
 
 
+@pytest.mark.sources
 def test_hosts_read_the_steady_clock_by_default() -> None:
     default = inspect.signature(ShardHost.__init__).parameters["clock_ms"].default
     assert default is steady_ms

@@ -92,6 +92,7 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
+@pytest.mark.sources
 def test_raw_records_reuses_the_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     records = [commit(partition=p) for p in range(3)]
     calls = counting(monkeypatch)
@@ -106,6 +107,7 @@ def test_raw_records_reuses_the_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls[0] == 3
 
 
+@pytest.mark.sources
 def test_raw_records_encodes_only_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     records = [commit(partition=p) for p in range(4)]
     encode_records(records[:2])
