@@ -43,9 +43,10 @@ compile_hot_path() {
   echo "compiling the hot path with mypyc (about a minute)" >&2
   local log=${TMPDIR:-/tmp}/kafkacoord-compile.log
   if ! KAFKACOORD_COMPILE=1 .venv/bin/python setup.py build_ext --inplace >"$log" 2>&1; then
+    # The sources still run (kafkacoord/compiled.py sees no current build); CI's
+    # KAFKACOORD_REQUIRE_COMPILED turns this into a failed test.
     tail -n 30 "$log" >&2
-    echo "compiling the hot path failed (log: $log)" >&2
-    return 1
+    echo "compiling the hot path failed (log: $log); running from the sources" >&2
   fi
 }
 
