@@ -25,6 +25,8 @@ from kafkacoord.storage.cache import ShardStore
 from kafkacoord.storage.errors import AppendError
 from kafkacoord.storage.topics import InternalTopics
 
+from .patching import require_sources
+
 FAULTS = (
     "handler", "encode", "append", "group-timer", "group-event", "group-cache",
     "controller-timer", "controller-cache",
@@ -65,6 +67,7 @@ def _cache_write_throwing(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def install() -> None:
+    require_sources()
     OffsetManager.commit = _throwing("handler", OffsetManager.commit)  # type: ignore[method-assign]
     GroupShard._fire = _throwing("group-timer", GroupShard._fire)  # type: ignore[method-assign]
     GroupShard.on_topics = _throwing("group-event", GroupShard.on_topics)  # type: ignore[method-assign]

@@ -29,6 +29,7 @@ from kafkacoord.coordinator.protocol import controller_api as c
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
+from tests.failures.patching import SOURCES_ENV
 
 from .cluster import DaemonProcess, Replicas, fast_daemon_env, wait_until
 
@@ -55,6 +56,7 @@ def faulty(bootstrap: str, prefix: str, tmp_path: Path) -> Iterator[tuple[Daemon
         "KAFKACOORD_GROUP_CONSUMER_METADATA_REFRESH_MS": "500",
         "KAFKACOORD_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS": "1",
         "PYTHONPATH": str(root),
+        **SOURCES_ENV,
     }
     daemon = DaemonProcess(env, module="tests.failures.fault_daemon")
     try:

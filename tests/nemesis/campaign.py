@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from kafkacoord.storage.broker import EmbeddedBroker
 from kafkacoord.storage.kafka_broker import KafkaBroker
+from tests.failures.patching import SOURCES_ENV
 from tests.integration.cluster import DaemonProcess, fast_daemon_env
 
 from .checker import check
@@ -253,6 +254,8 @@ class Campaign:
             "KAFKACOORD_ALLOW_PLAINTEXT_ADMIN": "true",
             "PYTHONPATH": str(ROOT),  # a test's daemon module may live under tests/
         })  # fmt: skip
+        if self.daemon_module != "kafkacoord":
+            env.update(SOURCES_ENV)  # a broken build made by patching
         if any(kind.startswith("clock") for kind in self.kinds):
             clock = self._clock_file(name)
             clock.write_text("+0\n")

@@ -19,11 +19,13 @@ from kafkacoord.coordinator.groups.shard import GroupShard
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.runtime.shard import Request, send_replies
 from kafkacoord.server.services.groups import GroupService
+from tests.failures.patching import require_sources
 
 _GHOSTS: dict[int, OffsetManager] = {}
 
 
 def install() -> None:
+    require_sources()
     unloaded = GroupShard.on_unloaded
 
     def keep_a_copy(self: GroupShard) -> Any:
