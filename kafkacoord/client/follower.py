@@ -116,6 +116,12 @@ class MetadataFollower:
     def wait_caught_up(self, timeout_s: float) -> bool:
         return self.caught_up.wait(timeout_s)
 
+    @property
+    def read_to(self) -> int:
+        """The offset everything before which has been handed over (or skipped): past a
+        transaction's closing marker once the log's end was reported there."""
+        return max(self.position, self._end_seen)
+
     def _serve(self) -> None:
         heard = time.monotonic()
         while not self._closing.is_set():

@@ -28,6 +28,8 @@ from kafkacoord.codecs.models import NodeKey, NodeValue, PartitionValue
 from kafkacoord.coordinator.protocol import ALL_APIS, Body, ErrorCode, TopicPartitionRef
 from kafkacoord.coordinator.protocol import controller_api as api
 from kafkacoord.coordinator.runtime.shard import Record
+from kafkacoord.storage.errors import BrokerUnavailableError
+from kafkacoord.storage.watermarks import EndOffsetProbe
 from kafkacoord.wire import ClientTls
 
 from .lease import NodeLease
@@ -72,7 +74,12 @@ class NodeAgent:
         self._client = shared_client(bootstrap, topic_prefix=topic_prefix, tls=tls)
         self._follower: MetadataFollower | None = None
         self._heartbeats: threading.Thread | None = None
-        self.lease = NodeLease()
+        self.lease = NodeLease(read_to=self._metadata_read_to)
+        # Read on the heartbeat thread, so bounded by the interval: heartbeats go on.
+        self._log_ends = EndOffsetProbe(
+            bootstrap, client_id=f"kafkacoord-node-{node_id}-ends",
+            timeout_s=max(self._heartbeat_s, 1.0),
+        )  # fmt: skip
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -99,6 +106,7 @@ class NodeAgent:
             self._heartbeats.join(timeout=5)
         if self._follower is not None:
             self._follower.close()
+        self._log_ends.close()
         self._client.close()
 
     # -- controller requests -------------------------------------------------------
@@ -159,11 +167,31 @@ class NodeAgent:
                 continue
             self.fenced = reply.fenced
             self.shutting_down = reply.shutting_down
+            if self.lease.needs_log_end():
+                self._read_log_end()
 
     @property
     def controller_epoch(self) -> int:
         """The newest controller epoch that answered this node's heartbeats."""
         return self.lease.controller_epoch
+
+    def _metadata_read_to(self) -> int:
+        follower = self._follower
+        return 0 if follower is None else follower.read_to
+
+    def _read_log_end(self) -> None:
+        """The metadata log's end, read after a renewal of a lapsed lease (see
+        :mod:`.lease`); tried again after the next heartbeat if the broker fails it."""
+        topic = self._client.topics.metadata
+        try:
+            end = self._log_ends.latest([(topic, 0)])[(topic, 0)]
+        except BrokerUnavailableError as exc:
+            log.warning("reading the metadata log's end failed; the lease waits",
+                        node_id=self.node_id, error=str(exc))  # fmt: skip
+            return
+        self.lease.log_end(end)
+        log.info("node lease granted again; it holds once metadata is read to its end",
+                 node_id=self.node_id, log_end=end, read_to=self._metadata_read_to())  # fmt: skip
 
     def leased(self) -> bool:
         """Whether what this node leads is still its own (see :mod:`.lease`): an answer

@@ -23,6 +23,7 @@ def test_it_runs_from_the_send_not_the_answer() -> None:
     sent = lease.now()
     clock.now += 2.0  # a slow answer
     lease.answered(sent, fenced=False, session_timeout_ms=3000, controller_epoch=1)
+    lease.log_end(0)  # the first grant, like any after a lapse, waits for the tail
     assert lease.held() and abs(lease.remaining_s() - 1.0) < 1e-9
     clock.now += 0.999
     assert lease.held()
@@ -62,3 +63,70 @@ def test_a_deposed_controllers_answer_renews_nothing() -> None:
     assert lease.controller_epoch == 4
     assert lease.answered(clock.now, fenced=False, session_timeout_ms=3000, controller_epoch=5)
     assert abs(lease.remaining_s() - 3.0) < 1e-9
+
+
+class Tail:
+    """The metadata tail's offset, as the agent's follower reports it."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+
+    def __call__(self) -> int:
+        return self.offset
+
+
+def test_a_renewal_after_a_lapse_holds_only_once_the_tail_reads_to_the_logs_end() -> None:
+    """Paused past its session, the node was fenced and its shards moved; its first
+    heartbeat after unfences it. Until its tail has read the moves, it leads nothing."""
+    clock, tail = Clock(), Tail()
+    lease = NodeLease(clock, read_to=tail)
+    tail.offset = 40
+    lease.answered(clock.now, fenced=False, session_timeout_ms=3000, controller_epoch=1)
+    lease.log_end(40)
+    assert lease.held()
+    clock.now += 6.0  # paused: lapsed
+    assert not lease.held()
+    lease.answered(clock.now, fenced=False, session_timeout_ms=3000, controller_epoch=1)
+    assert lease.needs_log_end() and not lease.held()  # the end is not read yet
+    lease.log_end(55)
+    assert not lease.needs_log_end() and not lease.held()
+    tail.offset = 54
+    assert not lease.held()
+    tail.offset = 55
+    assert lease.held()
+    lease.log_end(90)  # only the end read after a lapse counts
+    assert lease.held()
+
+
+def test_a_renewal_while_held_waits_for_nothing() -> None:
+    clock, tail = Clock(), Tail()
+    lease = NodeLease(clock, read_to=tail)
+    lease.answered(clock.now, fenced=False, session_timeout_ms=3000, controller_epoch=1)
+    lease.log_end(0)
+    clock.now += 1.0
+    lease.answered(clock.now, fenced=False, session_timeout_ms=3000, controller_epoch=1)
+    assert not lease.needs_log_end() and lease.held()
+
+
+def test_an_unread_end_keeps_the_lease_from_holding_through_later_renewals() -> None:
+    """The broker failed the read of the log's end: later answers do not make up for it."""
+    clock, tail = Clock(), Tail()
+    lease = NodeLease(clock, read_to=tail)
+    tail.offset = 10**6
+    for _ in range(3):
+        lease.answered(clock.now, fenced=False, session_timeout_ms=3000, controller_epoch=1)
+        clock.now += 0.5
+        assert lease.needs_log_end() and not lease.held()
+    lease.log_end(7)
+    assert lease.held()
+
+
+def test_a_late_answer_to_a_send_before_the_lapse_grants_nothing() -> None:
+    clock, tail = Clock(), Tail()
+    lease = NodeLease(clock, read_to=tail)
+    lease.answered(clock.now, fenced=False, session_timeout_ms=3000, controller_epoch=1)
+    lease.log_end(0)
+    sent = clock.now
+    clock.now += 6.0  # the answer sat in the socket while the node was paused
+    lease.answered(sent, fenced=False, session_timeout_ms=3000, controller_epoch=1)
+    assert not lease.held()
