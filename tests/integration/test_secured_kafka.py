@@ -130,6 +130,10 @@ def test_a_producer_with_a_users_credentials_cannot_write_the_metadata_log(
     metadata = f"{PREFIX}metadata"
     wait_until(lambda: read_metadata(kafkacoord, metadata).controller is not None,
                what="a controller")  # fmt: skip
+    # An agent another test closed is fenced when its session expires, a metadata write
+    # that would move the log's end below: wait for it first.
+    wait_until(lambda: all(v.fenced for n, v in read_metadata(kafkacoord, metadata).nodes.items()
+                           if n != 0), what="every closed agent fenced")  # fmt: skip
     before = read_metadata(kafkacoord, metadata)
     end_before = log_end_offsets(kafkacoord, {(metadata, 0)})
 
