@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from kafkacoord.client.agent.lease import NodeLease
 
 
@@ -65,21 +67,25 @@ def test_a_deposed_controllers_answer_renews_nothing() -> None:
     assert abs(lease.remaining_s() - 3.0) < 1e-9
 
 
-class Tail:
-    """The metadata tail's offset, as the agent's follower reports it."""
+def _lease(clock: Clock) -> tuple[NodeLease, SimpleNamespace]:
+    """A lease, and the metadata tail's offset its agent's follower reports."""
+    tail = SimpleNamespace(offset=0)
+    return NodeLease(clock, read_to=lambda: tail.offset), tail
 
-    def __init__(self) -> None:
-        self.offset = 0
 
-    def __call__(self) -> int:
-        return self.offset
+def _granted(clock: Clock) -> NodeLease:
+    """A lease granted at ``clock``'s now, the log's end read and reached."""
+    lease, _ = _lease(clock)
+    lease.answered(clock.now, fenced=False, session_timeout_ms=3000, controller_epoch=1)
+    lease.log_end(0)
+    return lease
 
 
 def test_a_renewal_after_a_lapse_holds_only_once_the_tail_reads_to_the_logs_end() -> None:
     """Paused past its session, the node was fenced and its shards moved; its first
     heartbeat after unfences it. Until its tail has read the moves, it leads nothing."""
-    clock, tail = Clock(), Tail()
-    lease = NodeLease(clock, read_to=tail)
+    clock = Clock()
+    lease, tail = _lease(clock)
     tail.offset = 40
     lease.answered(clock.now, fenced=False, session_timeout_ms=3000, controller_epoch=1)
     lease.log_end(40)
@@ -99,10 +105,8 @@ def test_a_renewal_after_a_lapse_holds_only_once_the_tail_reads_to_the_logs_end(
 
 
 def test_a_renewal_while_held_waits_for_nothing() -> None:
-    clock, tail = Clock(), Tail()
-    lease = NodeLease(clock, read_to=tail)
-    lease.answered(clock.now, fenced=False, session_timeout_ms=3000, controller_epoch=1)
-    lease.log_end(0)
+    clock = Clock()
+    lease = _granted(clock)
     clock.now += 1.0
     lease.answered(clock.now, fenced=False, session_timeout_ms=3000, controller_epoch=1)
     assert not lease.needs_log_end() and lease.held()
@@ -110,8 +114,8 @@ def test_a_renewal_while_held_waits_for_nothing() -> None:
 
 def test_an_unread_end_keeps_the_lease_from_holding_through_later_renewals() -> None:
     """The broker failed the read of the log's end: later answers do not make up for it."""
-    clock, tail = Clock(), Tail()
-    lease = NodeLease(clock, read_to=tail)
+    clock = Clock()
+    lease, tail = _lease(clock)
     tail.offset = 10**6
     for _ in range(3):
         lease.answered(clock.now, fenced=False, session_timeout_ms=3000, controller_epoch=1)
@@ -122,10 +126,8 @@ def test_an_unread_end_keeps_the_lease_from_holding_through_later_renewals() -> 
 
 
 def test_a_late_answer_to_a_send_before_the_lapse_grants_nothing() -> None:
-    clock, tail = Clock(), Tail()
-    lease = NodeLease(clock, read_to=tail)
-    lease.answered(clock.now, fenced=False, session_timeout_ms=3000, controller_epoch=1)
-    lease.log_end(0)
+    clock = Clock()
+    lease = _granted(clock)
     sent = clock.now
     clock.now += 6.0  # the answer sat in the socket while the node was paused
     lease.answered(sent, fenced=False, session_timeout_ms=3000, controller_epoch=1)
