@@ -64,6 +64,7 @@ class MetadataFollower:
         # The strict-mode stop, if any: the follower reads no further.
         self.failure: PoisonRecordError | None = None
         self.position = start_offset
+        self._handed = start_offset  # the position, once the listener has returned
         self.caught_up = threading.Event()
         self._on_record = on_record
         self._on_caught_up = on_caught_up
@@ -118,9 +119,10 @@ class MetadataFollower:
 
     @property
     def read_to(self) -> int:
-        """The offset everything before which has been handed over (or skipped): past a
-        transaction's closing marker once the log's end was reported there."""
-        return max(self.position, self._end_seen)
+        """The offset everything before which the listener has handled (or the follower
+        skipped): past a transaction's closing marker once the log's end was reported
+        there."""
+        return max(self._handed, self._end_seen)
 
     def _serve(self) -> None:
         heard = time.monotonic()
@@ -142,6 +144,7 @@ class MetadataFollower:
                     return
                 except Exception:
                     log.exception("metadata listener failed", offset=msg.offset())
+                self._handed = self.position  # only once the listener has returned
 
     def _on_message(self, msg: Message) -> None:
         error = msg.error()
