@@ -1,9 +1,9 @@
 """Shared fixtures: a real Kafka-compatible broker for every integration test.
 
 ``KAFKACOORD_BOOTSTRAP`` points the tests at an existing cluster (Apache Kafka,
-say); otherwise one embedded tansu broker serves the whole session.
+say); otherwise one embedded tansu broker serves each worker's whole session.
 ``kafka_bootstrap`` is always Apache Kafka: ``KAFKACOORD_KAFKA_BOOTSTRAP`` (``./dev.sh kafka``
-prints one), else one embedded KafkaBroker for the session, started on first use.
+prints one), else one embedded KafkaBroker for each worker's session, started on first use.
 """
 
 from __future__ import annotations
@@ -62,6 +62,21 @@ def broker_kind(request: pytest.FixtureRequest) -> str:
 def prefix() -> str:
     """A topic prefix of its own for each test, so tests never share state."""
     return f"t{uuid.uuid4().hex[:10]}_"
+
+
+# Directories whose tests run on one xdist worker, in turn (``./dev.sh test`` runs
+# ``--dist loadgroup``): e2e builds one Docker image for all; two fault campaigns at
+# once would starve each other's timed faults; spark and ui keep one Spark session and
+# one Chromium per worker, each heavy to start.
+_ONE_WORKER = ("e2e", "nemesis", "spark", "ui")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        for group in _ONE_WORKER:
+            if here / group in item.path.parents:
+                item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(tryfirst=True)
