@@ -99,6 +99,8 @@ def lab(
         for node in NODES:
             lab.start_node(node)
         wait_until(lambda: NODES[-1] in lab.image().live_nodes(), what="the nodes registered")
+        # Each agent logs its first lease; a CLI run that expects no output must not meet it.
+        wait_until(lambda: all(a.leased() for a in lab.agents.values()), what="the nodes' leases")
         yield lab
     finally:
         lab.close()
