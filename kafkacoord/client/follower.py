@@ -4,6 +4,14 @@ The first partition-EOF marks "caught up": everything up to the high watermark
 has been seen, so a listener can act on the final state instead of on history.
 Poison records (undecodable, or of a type that does not belong in the metadata
 topic) are counted and skipped; in strict mode the follower stops at the first.
+
+A broker that comes back after losing its connections may hold another log: the
+embedded broker restarts empty and is re-seeded, with each key's latest record at new
+offsets. Read on at the old position, that log would skip what was re-seeded below it
+and whatever the new controller wrote there. So once the connection breaks, nothing
+more is handed over until the last record handed over is read again, at its offset
+and with its bytes and timestamp; if it is not there, the log is read again from its
+start (a listener then sees each key's latest record again, as after compaction).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from kafkacoord.storage.errors import PoisonRecordError
 from kafkacoord.storage.fold import metadata_policy
 from kafkacoord.storage.poison import record_poison
 from kafkacoord.storage.reader import REFETCH_AFTER_S
+from kafkacoord.storage.watermarks import probe_consumer
 
 log = structlog.get_logger(__name__)
 
@@ -38,6 +47,12 @@ OnRecord = Callable[[Record, int], object]
 KeyFilter = Callable[[bytes], bool]
 
 _ALLOWED = metadata_policy().allowed
+# librdkafka's signs that the connection to the log broke (see the module docstring).
+_CONNECTION_LOST = frozenset({KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT})
+# How long one check of the last record waits for the broker before trying again later.
+_CHECK_S = 5.0
+# The last record handed over: offset, key, value and timestamp.
+_Seen = tuple[int, bytes | None, bytes | None, int]
 
 
 class MetadataFollower:
@@ -72,6 +87,10 @@ class MetadataFollower:
         self._bootstrap, self._client_id = bootstrap, client_id
         self.patience = 0  # longer fetch waits taken so far (see _reread_if_stalled)
         self._end_seen = -1  # where the last end-of-log was reported
+        self._lost = False  # the connection broke since the log was last known the same
+        self._seen: _Seen | None = None
+        self.checks = 0  # times the last record was read again after a broken connection
+        self.replaced = 0  # times the log was found replaced and read again from its start
         wait_ms = background_fetch_wait_ms(bootstrap) if fetch_wait_ms is None else fetch_wait_ms
         self._consumer = self._new_consumer(wait_ms, start_offset)
         self._thread = threading.Thread(target=self._serve, name=f"{client_id}-follow", daemon=True)
@@ -89,6 +108,7 @@ class MetadataFollower:
                     "auto.offset.reset": "earliest",
                     "isolation.level": "read_committed",
                     **polling_consumer(fetch_wait_ms),
+                    "error_cb": self._on_error,
                 },
             )
         )
@@ -114,6 +134,67 @@ class MetadataFollower:
         self._consumer = self._new_consumer(wait_ms, self.position)
         return True
 
+    def _on_error(self, error: KafkaError) -> None:
+        # Called on this follower's thread, inside the poll that met the error, and
+        # before any message fetched over a new connection is returned.
+        if error.code() in _CONNECTION_LOST:
+            self._lost = True
+
+    def _seek(self, offset: int) -> None:
+        self._consumer.seek(TopicPartition(self.topic, 0, offset))
+
+    def _check_same_log(self) -> None:
+        """Read the last record handed over again; read the log from its start if it is
+        gone (see the module docstring). Without an answer, check again later."""
+        self.checks += 1
+        seen = self._seen
+        same = True if seen is None else self._still_there(seen)
+        if same is None:
+            self._lost = True
+            return
+        if not same:
+            assert seen is not None
+            self._forget(seen[0])
+        self._seek(self.position)
+
+    def _still_there(self, seen: _Seen) -> bool | None:
+        """Whether the log holds ``seen`` at its offset; None if the broker did not say.
+        A probe of its own reads it, with a fetch wait that finds it on a long log."""
+        offset = seen[0]
+        probe = probe_consumer(self._bootstrap, f"{self._client_id}-check",
+                               {"isolation.level": "read_committed"})  # fmt: skip
+        try:
+            probe.assign([TopicPartition(self.topic, 0, offset)])
+            started = time.monotonic()
+            while not self._closing.is_set() and time.monotonic() - started < _CHECK_S:
+                msg = probe.poll(0.2)
+                if msg is None:
+                    # tansu answers a fetch past its log with nothing, so ask where it ends
+                    # (its answer may fall short of the end, never past it).
+                    if (
+                        time.monotonic() - started > 1
+                        and 0 <= _listed_end(probe, self.topic) <= offset
+                    ):
+                        return False
+                    continue
+                error = msg.error()
+                if error is None:
+                    return _seen(msg) == seen
+                if error.code() == KafkaError._PARTITION_EOF:
+                    return False  # nothing visible at the offset: ended before, or aborted
+            return None
+        finally:
+            probe.close()
+
+    def _forget(self, was_at: int) -> None:
+        """The log was replaced: read it from its start."""
+        self.replaced += 1
+        log.warning("metadata log replaced: its broker came back with another log; "
+                    "reading it again from the start", topic=self.topic, was_at=was_at)  # fmt: skip
+        self.position = self._handed = 0
+        self._end_seen = -1
+        self._seen = None
+
     def wait_caught_up(self, timeout_s: float) -> bool:
         return self.caught_up.wait(timeout_s)
 
@@ -134,6 +215,12 @@ class MetadataFollower:
                     return
                 raise
             now = time.monotonic()
+            if self._lost:
+                # Handed over only once the log is known to be the same one; re-read then.
+                self._lost = False
+                self._check_same_log()
+                heard = now
+                continue
             if messages or self._reread_if_stalled(now - heard):
                 heard = now
             for msg in messages:
@@ -145,6 +232,10 @@ class MetadataFollower:
                 except Exception:
                     log.exception("metadata listener failed", offset=msg.offset())
                 self._handed = self.position  # only once the listener has returned
+            for msg in reversed(messages):  # the last record, usually just before an EOF
+                if msg.error() is None:
+                    self._seen = _seen(msg)
+                    break
 
     def _on_message(self, msg: Message) -> None:
         error = msg.error()
@@ -159,6 +250,9 @@ class MetadataFollower:
                 log.warning("metadata fetch error", error=error.str())
             return
         offset = cast(int, msg.offset())
+        if offset < self.position:
+            # librdkafka reset to the start of a log that came back shorter.
+            self._forget(self.position)
         raw_key = msg.key()
         if raw_key and self._wants is not None and not self._wants(raw_key):
             self.position = offset + 1
@@ -184,3 +278,16 @@ class MetadataFollower:
     def close(self) -> None:
         self._closing.set()
         close_after(self._thread, self._consumer)
+
+
+def _listed_end(consumer: Consumer, topic: str) -> int:
+    """The partition's end as ListOffsets answers it; -1 if the broker does not answer."""
+    try:
+        high: int = consumer.get_watermark_offsets(TopicPartition(topic, 0), 1.0, False)[1]
+        return high
+    except KafkaException:
+        return -1
+
+
+def _seen(msg: Message) -> _Seen:
+    return cast(int, msg.offset()), msg.key(), msg.value(), msg.timestamp()[1]

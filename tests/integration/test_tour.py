@@ -132,7 +132,8 @@ def test_readme_tour_runs_as_written(workdir: Path) -> None:
     assert sorted(got, key=int) == sorted([str(i) for i in range(1, KEYS + 1)] * 2, key=int)
     assert "missing" not in first, first
     assert first.count("kafkacoord-member") >= 2, first  # two workers in billing
-    # After the daemon's restart: the topic and every service node are still there.
-    assert len(leaders(second)) == 3, second
+    # After the daemon's restart: the topic and every service node are still there, the
+    # nodes heartbeating the new daemon (unfenced) and every partition led again.
+    assert len(leaders(second)) == 3 and -1 not in leaders(second), second
     for node in (1, 2, 3):
-        assert re.search(rf"^{node}\s", second, re.M), second
+        assert re.search(rf"^{node}\s.*\bUNFENCED\b", second, re.M), second
