@@ -148,13 +148,13 @@ class MetadataFollower:
         gone (see the module docstring). Without an answer, check again later."""
         self.checks += 1
         seen = self._seen
-        same = True if seen is None else self._still_there(seen)
-        if same is None:
-            self._lost = True
-            return
-        if not same:
-            assert seen is not None
-            self._forget(seen[0])
+        if seen is not None:
+            same = self._still_there(seen)
+            if same is None:
+                self._lost = True
+                return
+            if not same:
+                self._forget(seen[0])
         self._seek(self.position)
 
     def _still_there(self, seen: _Seen) -> bool | None:
