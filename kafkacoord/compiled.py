@@ -25,9 +25,10 @@ from enum import Enum
 from pathlib import Path
 from types import ModuleType
 
-# The listener's commit path: frames, dispatch, the runtime's turn, the group shard's
-# offsets and replies, the record codecs and the cache. A module here must compile
-# with mypyc and must not be subclassed by interpreted code.
+# The listener's commit path: its connections, frames, dispatch, the runtime's turn, the
+# group shard's offsets and replies, the record codecs, the batch producer and the
+# cache. A module here must compile with mypyc and must not be subclassed by
+# interpreted code.
 MODULES: tuple[str, ...] = (
     "kafkacoord.wire.frames",
     "kafkacoord.server.services.dispatch",
@@ -53,6 +54,11 @@ MODULES: tuple[str, ...] = (
     "kafkacoord.codecs.records",
     "kafkacoord.storage.cache",
     "kafkacoord.storage.fold",
+    "kafkacoord.storage.produce_wire",
+    "kafkacoord.storage.batch_producer",
+    "kafkacoord.coordinator.runtime.epoch_writer",
+    "kafkacoord.coordinator.groups.undo",
+    "kafkacoord.wire.server",
 )
 GROUP = "kafkacoord._compiled"
 MANIFEST = "_compiled.json"

@@ -64,17 +64,23 @@ class IoLoop:
     """The event loop of the producer's connections: on a thread of its own, or one
     that another component runs (:meth:`running`)."""
 
-    def __init__(self, name: str) -> None:
-        self.loop = new_event_loop()
-        self._thread: threading.Thread | None = spawn(name, self.loop.run_forever)
-        self._thread_id = self._thread.ident
+    def __init__(
+        self,
+        name: str,
+        running: tuple[asyncio.AbstractEventLoop, int] | None = None,
+    ) -> None:
+        self._runner: threading.Thread | None
+        if running is None:
+            self.loop = new_event_loop()
+            self._runner = spawn(name, self.loop.run_forever)
+            self._thread_id = self._runner.ident
+        else:
+            (self.loop, self._thread_id), self._runner = running, None
 
     @classmethod
     def running(cls, loop: asyncio.AbstractEventLoop, thread_id: int) -> IoLoop:
         """A loop already running on thread ``thread_id``, which its owner stops."""
-        io = cls.__new__(cls)
-        io.loop, io._thread, io._thread_id = loop, None, thread_id
-        return io
+        return cls("", (loop, thread_id))
 
     def on_its_thread(self) -> bool:
         return threading.get_ident() == self._thread_id
@@ -100,13 +106,13 @@ class IoLoop:
 
     def close(self) -> None:
         """Stop the loop if it is this object's own."""
-        if self._thread is None:
+        if self._runner is None:
             return
         with contextlib.suppress(Exception):  # a loop that is stuck is left to the exit
             self.call(self._cancel_tasks(), 5)
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
-        if not self._thread.is_alive():
+        self._runner.join(5)
+        if not self._runner.is_alive():
             self.loop.close()
 
 

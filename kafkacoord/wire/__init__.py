@@ -5,7 +5,7 @@ A bottom layer: it moves headers and bytes, and knows nothing of shards or APIs.
 
 from .connection import Connection, ConnectionLostError, split_endpoint
 from .frames import NO_SHARD, FrameError, RequestHeader, ResponseFrame
-from .server import Listener, ListenerLimits, ListenerStats, ServerConnection
+from .server import Listener, ListenerLimits, ListenerStats, ServedConnection, ServerConnection
 from .tls import ClientTls, server_context
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "ListenerStats",
     "RequestHeader",
     "ResponseFrame",
+    "ServedConnection",
     "ServerConnection",
     "server_context",
     "split_endpoint",

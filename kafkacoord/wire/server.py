@@ -28,7 +28,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import structlog
 
@@ -46,14 +46,33 @@ from .limits import (
     fit_to_fd_limit,
 )
 
-__all__ = ["Frames", "Handler", "Listener", "ListenerLimits", "ListenerStats",
+__all__ = ["Frames", "Handler", "Listener", "ListenerLimits", "ListenerStats", "ServedConnection",
            "ServerConnection", "principal_of"]  # fmt: skip
 
 log = structlog.get_logger(__name__)
 
 # Takes the frames one read produced, in order: a handler can hand them over together.
 Frames = list[tuple[RequestHeader, bytes]]
-Handler = Callable[[Frames, "ServerConnection"], None]
+Handler = Callable[[Frames, "ServedConnection"], None]
+
+
+class ServedConnection(Protocol):
+    """What a request handler uses of a client's connection. A protocol, not
+    ``ServerConnection`` itself: compiled callers would refuse any other class, and the
+    handlers are tested with stand-ins."""
+
+    peer: str
+    principal: str | None
+    attachment: Any
+
+    @property
+    def closed(self) -> bool: ...
+
+    def send(self, data: bytes, answered: int) -> None: ...
+
+    def reject(self, header: RequestHeader, code: int, message: str, *, close: bool) -> None: ...
+
+
 T = TypeVar("T")
 
 # Unread bytes of a connection below this are left out of the budget: a frame split
@@ -521,7 +540,7 @@ class Listener:
         self._server: asyncio.base_events.Server | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="listener", daemon=True)
+        self._serving = threading.Thread(target=self._run, name="listener", daemon=True)
 
     @property
     def endpoint(self) -> str:
@@ -534,7 +553,7 @@ class Listener:
 
     def start(self, timeout_s: float = 10.0) -> Listener:
         self.limits = fit_to_fd_limit(self.limits)
-        self._thread.start()
+        self._serving.start()
         if not self._ready.wait(timeout_s):
             raise OSError(f"listener on {self.endpoint} did not start in {timeout_s}s")
         if self._error is not None:
@@ -555,7 +574,9 @@ class Listener:
                     backlog=1024,
                 )
             )
-            self.port = self._server.sockets[0].getsockname()[1]
+            # uvloop's `sockets` is a list where the stubs say tuple: read it untyped.
+            server: Any = self._server
+            self.port = server.sockets[0].getsockname()[1]
         except BaseException as exc:
             self._error = exc
             self._ready.set()
@@ -635,5 +656,5 @@ class Listener:
         loop = self.loop
         if loop is not None and loop.is_running():
             loop.call_soon_threadsafe(loop.stop)
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(5)
+        if self._serving.is_alive() and threading.current_thread() is not self._serving:
+            self._serving.join(5)

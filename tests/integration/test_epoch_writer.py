@@ -158,6 +158,7 @@ def two_shards(bootstrap: str, prefix: str) -> str:
     return topics.offsets
 
 
+@pytest.mark.sources  # patches a compiled class's method on an instance
 def test_a_gap_read_back_holds_only_its_own_shard(
     bootstrap: str, shared: SharedProducer, two_shards: str
 ) -> None:

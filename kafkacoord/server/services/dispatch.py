@@ -30,7 +30,7 @@ from kafkacoord.coordinator.protocol.apis import MESSAGE_MAX, encode_body
 from kafkacoord.coordinator.protocol.base import PUSH_CORRELATION_ID, Body
 from kafkacoord.coordinator.protocol.group_api import named_groups
 from kafkacoord.coordinator.runtime.shard import Reply, Request, RequestRef
-from kafkacoord.wire import RequestHeader, ServerConnection
+from kafkacoord.wire import RequestHeader, ServedConnection
 from kafkacoord.wire.frames import encode_response
 
 from .authorize import Authorizer
@@ -47,7 +47,7 @@ class ConnectionChannel:
 
     __slots__ = ("_conn",)
 
-    def __init__(self, conn: ServerConnection) -> None:
+    def __init__(self, conn: ServedConnection) -> None:
         self._conn = conn
 
     def deliver(self, replies: Sequence[Reply]) -> None:
@@ -71,7 +71,7 @@ def _encoded(reply: Reply) -> bytes:
     return b"" if reply.body is None else encode_body(reply.body)
 
 
-def channel_of(conn: ServerConnection) -> ConnectionChannel:
+def channel_of(conn: ServedConnection) -> ConnectionChannel:
     channel = conn.attachment
     if channel is None:
         channel = conn.attachment = ConnectionChannel(conn)
@@ -133,7 +133,7 @@ class RequestDispatcher:
         self._owners: dict[str, int] = {}
         self.stats = DispatchStats()
 
-    def __call__(self, frames: list[tuple[RequestHeader, bytes]], conn: ServerConnection) -> None:
+    def __call__(self, frames: list[tuple[RequestHeader, bytes]], conn: ServedConnection) -> None:
         groups: list[tuple[int, Request]] = []
         try:
             for header, body in frames:
@@ -153,7 +153,7 @@ class RequestDispatcher:
                 self._groups(groups)
 
     def _one(
-        self, header: RequestHeader, body: bytes, conn: ServerConnection,
+        self, header: RequestHeader, body: bytes, conn: ServedConnection,
         groups: list[tuple[int, Request]],
     ) -> None:  # fmt: skip
         spec = APIS_BY_KEY.get(header.api_key)
@@ -234,7 +234,7 @@ class RequestDispatcher:
         return None
 
     def _refuse(
-        self, conn: ServerConnection, header: RequestHeader, code: ErrorCode, message: str,
+        self, conn: ServedConnection, header: RequestHeader, code: ErrorCode, message: str,
         *, close: bool, api: str, reason: Reason,
     ) -> None:  # fmt: skip
         self.stats.count(code, api, reason)
