@@ -10,14 +10,16 @@ Leaders are balanced by reordering replicas first, which moves no data:
    RF 1), data moves: the over-led node's led replica moves to the under-led node when
    both replica counts stay in range, else a pair of moves trades it for a follower
    replica of the under-led node, so that replica counts stay the same. If rack spread
-   blocks both, the target may be any node from which a reordering chain leads on.
+   blocks both, the move may go to another node, kept only if a reordering chain then
+   leads on: from it, for an over-led node's surplus; from it into the under-led node,
+   when no node is over-led.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from kafkacoord.coordinator.controller.planner_goals import even_range
@@ -210,7 +212,18 @@ class _Leaders:
         return False
 
     def _augment_into(self, start: int) -> bool:
-        # BFS backwards: v is a follower of p, led by u, so v can take p from u.
+        for u, came in self._feeders(start):
+            if self.count[u] > self.lo[u]:
+                self._walk(came, u, start, forwards=False)
+                return True
+        return False
+
+    def _feeders(self, start: int) -> Iterator[tuple[int, dict[int, tuple[int, int]]]]:
+        """Nodes from which a chain of hand-overs leads into ``start``, nearest first.
+
+        A BFS backwards: v is a follower of p, led by u, so v can take p from u. Each
+        node comes with the BFS's ``came`` map, whose path back is its chain.
+        """
         came: dict[int, tuple[int, int]] = {start: (-1, -1)}
         queue = deque([start])
         while queue:
@@ -220,11 +233,8 @@ class _Leaders:
                 if u in came:
                     continue
                 came[u] = (v, p)
-                if self.count[u] > self.lo[u]:
-                    self._walk(came, u, start, forwards=False)
-                    return True
+                yield u, came
                 queue.append(u)
-        return False
 
     def _walk(
         self, came: dict[int, tuple[int, int]], end: int, start: int, *, forwards: bool
@@ -248,10 +258,23 @@ class _Leaders:
         else:
             takers = [n for n in self.nodes if count[n] < lo[n]]
             givers = [n for n in self.nodes if count[n] > lo[n]] if takers else []
-        return any(self._relieve(u, v) for u in givers for v in takers if u != v)
+        if any(self._relieve(u, v) for u in givers for v in takers if u != v):
+            return True
+        if any(count[n] > hi[n] for n in self.nodes):
+            return False
+        # Under-led nodes whose partitions' leaders are all at their floor: the move goes
+        # to such a leader with room, and a chain of hand-overs carries it on.
+        return any(
+            self._relieve(u, w, then=v)
+            for v in takers
+            for w in [w for w, _ in self._feeders(v) if count[w] < hi[w]]
+            for u in givers
+            if u not in (v, w)
+        )
 
-    def _relieve(self, u: int, v: int) -> bool:
-        """Move a replica ``u`` leads to ``v`` (alone, or traded for one ``v`` follows)."""
+    def _relieve(self, u: int, v: int, then: int | None = None) -> bool:
+        """Move a replica ``u`` leads to ``v`` (alone, or traded for one ``v`` follows);
+        with ``then``, keep it only if a chain of hand-overs carries it on to ``then``."""
         state = self.state
         single = state.count[u] > state.lo[u] and state.count[v] < state.hi[v]
         for p in sorted(self.led[u]):
@@ -260,27 +283,31 @@ class _Leaders:
                 continue
             if single:
                 # Both replica counts stay in range: one move of the led replica.
-                if self._try([(p, u, v)]):
+                if self._try([(p, u, v)], then):
                     return True
                 continue
             for q in sorted(state.hosted[v] - self.led[v]):
                 follows = self.parts[q]
                 if u not in follows and state.accepts(follows, v, u):
                     # v takes u's place as leader of p; u takes v's place in q.
-                    if self._try([(p, u, v), (q, v, u)]):
+                    if self._try([(p, u, v), (q, v, u)], then):
                         return True
                     break
         return False
 
-    def _try(self, moves: list[tuple[int, int, int]]) -> bool:
+    def _try(self, moves: list[tuple[int, int, int]], then: int | None = None) -> bool:
         """Apply moves (the first carries a leadership to its target); keep them if that
-        target is within its leader range or a reordering chain takes the surplus on."""
+        target is within its leader range or a reordering chain takes the surplus on,
+        or, with ``then``, if a chain carries a leadership on into ``then``."""
         state = self.state
         for p, out, into in moves:
             state.move(p, out, into)
         p, u, v = moves[0]
         self._shift(p, u, v)
-        if self.count[v] <= self.hi[v] or self._augment_from(v):
+        if then is not None:
+            if self._augment_into(then):
+                return True
+        elif self.count[v] <= self.hi[v] or self._augment_from(v):
             return True
         self._shift(p, v, u)
         for p, out, into in reversed(moves):

@@ -179,6 +179,24 @@ def test_leader_trade_keeps_replica_counts() -> None:
     assert count_moves(before, after) == 2
 
 
+def test_a_trade_blocked_by_racks_goes_through_a_node_that_hands_on() -> None:
+    # Found by the equal-racks property. Six nodes in three racks of two, replicas even at
+    # six each. The plan leaves node 4 leading 4 where 5-6 is even, following x0 and x9,
+    # whose other replicas sit on both of rack-0 and rack-1. So no leader can trade a
+    # single-replica partition for node 4's place in them. The trade must go to a leader
+    # of x0 or x9 (racks allow a rack-0 node there), and a hand-over carries it to node 4.
+    racks: Racks = {0: "rack-0", 2: "rack-0", 1: "rack-1", 3: "rack-1", 4: "rack-2", 5: "rack-2"}
+    before: Assignment = {("x", p): [0] for p in range(31)}
+    before.update({
+        ("x", 2): [1], ("x", 30): [1], ("x", 0): [0, 0, 0], ("x", 9): [0, 0, 0], ("x", 3): [0, 0]
+    })  # fmt: skip
+    after = plan_rebalance(before, racks)
+    check_hard(before, after, racks)
+    assert set(replica_counts(after).values()) == {6}
+    assert leaders_balanced(after, sorted(racks))
+    assert plan_rebalance(after, racks) == after
+
+
 def test_add_nodes_fills_them_with_the_fewest_moves() -> None:
     racks = rack_layout(3, 8)
     before = rack_aware_random(racks, 600, 3, seed=7)
