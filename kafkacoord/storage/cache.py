@@ -30,7 +30,7 @@ from typing import Any, Final, cast
 
 from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
-from kafkacoord.codecs.models.base import value_class
+from kafkacoord.codecs.models.base import value_class_with_init
 
 NO_EXPIRY: Final = -1
 _I64 = struct.Struct(">q")
@@ -74,7 +74,7 @@ class Checkpoint:
     written_ms: int
 
 
-@value_class
+@value_class_with_init
 class Change:
     """The new state of one key: a value (with its expiry) or a tombstone."""
 
@@ -82,6 +82,13 @@ class Change:
     expires_at: int = NO_EXPIRY
     # Where the record sits in the log: bookkeeping, not state, so not compared.
     offset: int = field(default=NO_OFFSET, compare=False)
+
+    def __init__(
+        self, value: bytes | None, expires_at: int = NO_EXPIRY, offset: int = NO_OFFSET
+    ) -> None:
+        self.value = value
+        self.expires_at = expires_at
+        self.offset = offset
 
 
 @dataclass(frozen=True, slots=True)

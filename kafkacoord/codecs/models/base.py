@@ -55,6 +55,15 @@ def value_class(cls: type[_T]) -> type[_T]:
     return made
 
 
+@dataclass_transform(field_specifiers=(dataclasses.field,))
+def value_class_with_init(cls: type[_T]) -> type[_T]:
+    """A :func:`value_class` that writes its own ``__init__``, so that mypyc compiles it
+    (the generated one stays interpreted, three times the cost). Its fields are not
+    frozen to the type checker, since that ``__init__`` sets them; the contract is the
+    same."""
+    return value_class(cls)
+
+
 def is_value_class(cls: type) -> bool:
     """Whether ``cls`` was made by :func:`value_class` (immutable by contract)."""
     return cls in _VALUE_CLASSES

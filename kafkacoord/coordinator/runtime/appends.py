@@ -49,6 +49,15 @@ class _Pending:
     error: AppendError | None = None
     done: bool = False
 
+    # Written out: mypyc compiles it, where the dataclass's generated one is interpreted.
+    def __init__(self, result: Result, submitted: float) -> None:
+        self.result = result
+        self.submitted = submitted
+        self.raw = []
+        self.offsets = []
+        self.error = None
+        self.done = False
+
     def record(self, offsets: list[int], error: AppendError | None) -> None:
         """The append's outcome (from the writer's thread); ``done`` is set by whoever
         decides when it is looked at."""

@@ -20,14 +20,14 @@ from typing import Protocol
 
 from kafkacoord.codecs import encode_record
 from kafkacoord.codecs.models import AvroModel
-from kafkacoord.codecs.models.base import value_class
+from kafkacoord.codecs.models.base import value_class_with_init
 from kafkacoord.coordinator.protocol import Body, ErrorCode
 
 RawRecord = tuple[bytes, bytes | None]
 """An encoded key and value (``None``: a tombstone), as a writer appends it."""
 
 
-@value_class
+@value_class_with_init
 class Record:
     """One record to append: a key and its whole new value, or ``None`` (a tombstone).
 
@@ -44,6 +44,15 @@ class Record:
     # be encoded is found inside its handler's guard, before anything replays it.
     raw: RawRecord | None = field(default=None, compare=False, repr=False)
 
+    def __init__(
+        self, key: AvroModel, value: AvroModel | None, in_memory: bool = False,
+        raw: RawRecord | None = None,
+    ) -> None:  # fmt: skip
+        self.key = key
+        self.value = value
+        self.in_memory = in_memory
+        self.raw = raw
+
 
 def encode_records(records: Sequence[Record]) -> None:
     """Encode every record not encoded yet, keeping its bytes on it.
@@ -55,7 +64,7 @@ def encode_records(records: Sequence[Record]) -> None:
     for record in records:
         if record.raw is None:
             # The one field set after construction: bytes of the same value, not state.
-            record.raw = encode_record(record.key, record.value)  # type: ignore[misc]
+            record.raw = encode_record(record.key, record.value)
 
 
 def raw_records(records: Sequence[Record]) -> list[RawRecord]:
@@ -71,7 +80,7 @@ class ReplyChannel(Protocol):
         """Queue replies for sending; thread-safe, never blocks on the network."""
 
 
-@value_class
+@value_class_with_init
 class RequestRef:
     """Who asked: the caller's client id and correlation id, and where to answer.
 
@@ -86,12 +95,21 @@ class RequestRef:
     channel: ReplyChannel | None = field(default=None, compare=False)
     principal: str | None = field(default=None, compare=False)
 
+    def __init__(
+        self, client_id: str, correlation_id: int, channel: ReplyChannel | None = None,
+        principal: str | None = None,
+    ) -> None:  # fmt: skip
+        self.client_id = client_id
+        self.correlation_id = correlation_id
+        self.channel = channel
+        self.principal = principal
+
     def __deepcopy__(self, memo: dict[int, object]) -> RequestRef:
         # Immutable, and its channel is a live connection: a copied group shares it.
         return self
 
 
-@value_class
+@value_class_with_init
 class Request:
     """A decoded request for one shard: who asked, the API name, and its validated body."""
 
@@ -99,8 +117,13 @@ class Request:
     api: str
     body: Body
 
+    def __init__(self, ref: RequestRef, api: str, body: Body) -> None:
+        self.ref = ref
+        self.api = api
+        self.body = body
 
-@value_class
+
+@value_class_with_init
 class Reply:
     """The answer to one request: a body, or an error code with a message. Released only
     after the records of the same result are durable."""
@@ -112,6 +135,18 @@ class Reply:
     message: str | None = None
     # The body's JSON when its maker already has it (a body shared by many replies).
     encoded: bytes | None = field(default=None, compare=False, repr=False)
+
+    def __init__(
+        self, to: RequestRef, api: str, error: ErrorCode = ErrorCode.NONE,
+        body: Body | None = None, message: str | None = None, *,
+        encoded: bytes | None = None,
+    ) -> None:  # fmt: skip
+        self.to = to
+        self.api = api
+        self.error = error
+        self.body = body
+        self.message = message
+        self.encoded = encoded
 
 
 PostCommit = Callable[[], Sequence[Reply]]
@@ -130,6 +165,15 @@ class Result:
     records: list[Record] = field(default_factory=list)
     replies: list[Reply] = field(default_factory=list)
     actions: list[PostCommit] = field(default_factory=list)
+
+    # Written out: mypyc compiles it, where the dataclass's generated one is interpreted.
+    def __init__(
+        self, records: list[Record] | None = None, replies: list[Reply] | None = None,
+        actions: list[PostCommit] | None = None,
+    ) -> None:  # fmt: skip
+        self.records = [] if records is None else records
+        self.replies = [] if replies is None else replies
+        self.actions = [] if actions is None else actions
 
     def extend(self, other: Result) -> Result:
         self.records.extend(other.records)

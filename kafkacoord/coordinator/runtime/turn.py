@@ -153,6 +153,13 @@ class Turn:
     cache: CacheBatch = field(default_factory=CacheBatch)
     held: list[object] = field(default_factory=list)  # hosts that held records back
 
+    # Written out: mypyc compiles it, where the dataclass's generated one is interpreted.
+    def __init__(self, appends: AppendBarrier, may_append: bool = True) -> None:
+        self.appends = appends
+        self.may_append = may_append
+        self.cache = CacheBatch()
+        self.held = []
+
     def hold(self, host: object) -> None:
         """``host`` has records to append once the turn may append again."""
         self.held.append(host)
