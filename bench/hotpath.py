@@ -22,6 +22,7 @@ would, and replies are counted instead of written.
                    encode and RocksDB writes, with no runtime between them
 - runtime_ratio:   us_per_commit / raw_us
 - build:           which build of the hot path ran: compiled, or pure (the sources)
+- api_version:     OffsetCommit's version the frames carry (--api-version): 0 JSON, 1 binary
 
 Each figure is the least of --repeat runs. The last stdout line is JSON.
 """
@@ -48,9 +49,13 @@ from kafkacoord.coordinator.groups.config import GroupConfig
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.coordinator.groups.records import offset_commit_record, offset_commit_value
 from kafkacoord.coordinator.groups.shard import GroupShard
-from kafkacoord.coordinator.protocol import APIS_BY_KEY, decode_request
+from kafkacoord.coordinator.protocol import APIS_BY_KEY
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.coordinator.protocol.apis import encode_body
+from kafkacoord.coordinator.protocol.binary import (
+    BinaryOffsetCommit,
+    decode_body,
+    encode_request_body,
+)
 from kafkacoord.coordinator.runtime import processor as processor_module
 from kafkacoord.coordinator.runtime.appends import AppendPipeline
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost
@@ -125,15 +130,15 @@ class Processor:
         self.woken.extend(events)
 
 
-def frames(commits: int) -> list[bytes]:
+def frames(commits: int, version: int) -> list[bytes]:
     out = []
     for i in range(commits):
         group = f"bench-{i % GROUPS}"
         partition = g.CommitPartition(partition=i % PARTITIONS, offset=i)
         topic = g.CommitTopic(name="events", partitions=[partition])
         body = g.OffsetCommit(group_id=group, topics=[topic])
-        header = RequestHeader(OFFSET_COMMIT, 0, i, partition_for(group, SHARDS), "bench")
-        out.append(encode_request(header, encode_body(body)))
+        header = RequestHeader(OFFSET_COMMIT, version, i, partition_for(group, SHARDS), "bench")
+        out.append(encode_request(header, encode_request_body(version, body)))
     return out
 
 
@@ -257,9 +262,9 @@ def raw_once(data: list[bytes], per_turn: int) -> float:
         for start in range(0, len(data), per_turn):
             staged = CacheBatch()
             for payload in reader.feed(b"".join(data[start : start + per_turn])):
-                _, body = decode_frame(payload)
-                request = decode_request(spec, body)
-                assert isinstance(request, g.OffsetCommit)
+                header, body = decode_frame(payload)
+                request = decode_body(spec, header.api_version, body)
+                assert isinstance(request, g.OffsetCommit | BinaryOffsetCommit)
                 for topic in request.topics:
                     for p in topic.partitions:
                         value = offset_commit_value(p.offset, p.leader_epoch, p.metadata, now, -1)
@@ -283,9 +288,13 @@ def main() -> None:
         help="commits read per turn (bench/commit.py's peak averages about 7)",
     )
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--api-version", type=int, choices=(0, 1), default=0,
+        help="OffsetCommit's version: 0 sends JSON bodies, 1 binary ones",
+    )  # fmt: skip
     args = parser.parse_args()
     raise_young_threshold()  # as the daemon does
-    data = frames(args.commits)
+    data = frames(args.commits, args.api_version)
     per = 1e6 / args.commits
     cpu = min(run_once(data, args.per_turn, split=False)[0] for _ in range(args.repeat))
     layers = [run_once(data, args.per_turn, split=False)[1] for _ in range(args.repeat)]
@@ -305,6 +314,7 @@ def main() -> None:
         "build": kafkacoord.BUILD.value,
         "commits": args.commits,
         "per_turn": args.per_turn,
+        "api_version": args.api_version,
         "us_per_commit": round(cpu * per, 1),
         "layers_us": least(layers, ["frames_and_dispatch", "turn", "replies", "acknowledgements"]),
         "turn_split_us": least(split, SPLIT_LABELS) if split else None,

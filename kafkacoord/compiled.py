@@ -59,6 +59,7 @@ MODULES: tuple[str, ...] = (
     "kafkacoord.coordinator.runtime.epoch_writer",
     "kafkacoord.coordinator.groups.undo",
     "kafkacoord.wire.server",
+    "kafkacoord.coordinator.protocol.binary",
 )
 GROUP = "kafkacoord._compiled"
 MANIFEST = "_compiled.json"

@@ -27,7 +27,8 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from kafkacoord.coordinator.protocol import ALL_APIS, Body, ErrorCode, encode_body
+from kafkacoord.coordinator.protocol import ALL_APIS, ApiSpec, Body, ErrorCode
+from kafkacoord.coordinator.protocol.binary import decode_reply_body, encode_request_body
 from kafkacoord.coordinator.protocol.group_api import ConsumerGroupHint
 from kafkacoord.storage.kafka_config import client_config_of
 from kafkacoord.storage.topics import InternalTopics
@@ -105,6 +106,9 @@ class CoordinatorClient:
         self.closed = False
         # (group, member) -> what to call when the daemon hints that member.
         self._hint_watchers: dict[tuple[str, str], Callable[[], None]] = {}
+        # (endpoint, api) -> the highest api version it took: a daemon that predates a
+        # version refuses it (UNSUPPORTED_VERSION), and is then sent the one before.
+        self._versions: dict[tuple[str, str], int] = {}
 
     # -- connections ---------------------------------------------------------------------
 
@@ -169,11 +173,26 @@ class CoordinatorClient:
         if where is None:
             raise ConnectionLostError(f"no daemon known for {describe(target)}")
         spec = ALL_APIS[api]
+        version = self.version_for(where, spec)
         header = RequestHeader(
-            spec.key, 0, _next_correlation_id() if correlation_id is None else correlation_id,
+            spec.key, version,
+            _next_correlation_id() if correlation_id is None else correlation_id,
             max(target, -1), _ACTING_AS.get() or self.client_id,
         )  # fmt: skip
-        return where, self.connection(where).send(header, encode_body(body))
+        return where, self.connection(where).send(header, encode_request_body(version, body))
+
+    def version_for(self, endpoint: str, spec: ApiSpec) -> int:
+        """The api version to send ``endpoint``: the newest, unless it refused that."""
+        return self._versions.get((endpoint, spec.name), spec.max_version)
+
+    def _refused_version(self, endpoint: str, spec: ApiSpec, version: int) -> bool:
+        """``endpoint`` refused ``version``: whether there is an older one to send it."""
+        if version == 0:
+            return False
+        self._versions[(endpoint, spec.name)] = version - 1
+        log.info("daemon predates an api version; sending the one before",
+                 endpoint=endpoint, api=spec.name, refused=version)  # fmt: skip
+        return True
 
     def call(
         self,
@@ -187,11 +206,11 @@ class CoordinatorClient:
         """Send until answered or ``timeout_s`` passes; retriable errors back off and resend."""
         api = type(body).__name__
         spec = ALL_APIS[api]
-        payload = encode_body(body)
+        payloads: dict[int, bytes] = {}  # by api version, encoded once
         attempt_timeout = attempt_timeout_s or self._attempt_timeout_s
         deadline = time.monotonic() + timeout_s
         client_id = _ACTING_AS.get() or self.client_id
-        header = RequestHeader(spec.key, 0, _next_correlation_id(), max(target, -1), client_id)
+        correlation_id = _next_correlation_id()
         backoff = 0.02
         last: RequestError | None = None
         tried = describe(target)
@@ -212,6 +231,11 @@ class CoordinatorClient:
                 backoff = min(backoff * 2, 1.0)
                 continue
             tried = endpoint
+            version = self.version_for(endpoint, spec)
+            payload = payloads.get(version)
+            if payload is None:
+                payload = payloads[version] = encode_request_body(version, body)
+            header = RequestHeader(spec.key, version, correlation_id, max(target, -1), client_id)
             try:
                 conn = self.connection(endpoint)
                 future = conn.send(header, payload)
@@ -231,8 +255,12 @@ class CoordinatorClient:
                 continue
             code = error_of(frame)
             if code is ErrorCode.NONE:
-                return response.model_validate_json(frame.body)
-            last = RequestError(api, code, frame.message, frame.body)
+                return decode_reply_body(version, response, frame.body)
+            last = RequestError(api, code, frame.message, frame.body, version=version)
+            if code is ErrorCode.UNSUPPORTED_VERSION and self._refused_version(
+                endpoint, spec, version
+            ):
+                continue  # refused at the daemon's edge, so never run: sent again as it was
             if not code.retriable:
                 raise last
             if code in _REROUTE:

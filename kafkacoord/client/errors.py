@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from kafkacoord.coordinator.protocol import Body, ErrorCode
+from kafkacoord.coordinator.protocol.binary import decode_reply_body
 
 B = TypeVar("B", bound=Body)
 
@@ -13,8 +14,9 @@ class RequestError(Exception):
     """The server answered with an error (or never answered in time)."""
 
     def __init__(
-        self, api: str, code: ErrorCode, message: str | None = None, body: bytes = b""
-    ) -> None:
+        self, api: str, code: ErrorCode, message: str | None = None, body: bytes = b"",
+        *, version: int = 0,
+    ) -> None:  # fmt: skip
         detail = f": {message}" if message else ""
         super().__init__(f"{api} failed with {code.name}{detail}")
         self.api = api
@@ -22,11 +24,12 @@ class RequestError(Exception):
         self.message = message
         # Some errors carry a body too (JoinGroup's MEMBER_ID_REQUIRED names the member id).
         self.body = body
+        self.version = version  # the api version the request was sent at
 
     def response(self, response_type: type[B]) -> B | None:
         if not self.body:
             return None
-        return response_type.model_validate_json(self.body)
+        return decode_reply_body(self.version, response_type, self.body)
 
 
 class RequestTimeoutError(RequestError):

@@ -13,16 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from kafkacoord.client.connector import CoordinatorClient
+from kafkacoord.client.connector import CoordinatorClient, error_of
 from kafkacoord.client.routes import CONTROLLER
 from kafkacoord.codecs import encode_key, encode_value
 from kafkacoord.codecs.models import OffsetCommitKey, OffsetCommitValue
 from kafkacoord.coordinator.groups.partitioning import partition_for
+from kafkacoord.coordinator.protocol import ALL_APIS, ErrorCode, encode_body
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.storage.cache import ShardId, StateCache
 from kafkacoord.storage.clients import admin_client
 from kafkacoord.storage.topics import InternalTopics, ensure_topics
-from tests.rawwire import closed_by_peer, connect
+from tests.rawwire import closed_by_peer, connect, raw_call
 
 from .cluster import DaemonProcess
 from .helpers import append_all, expected_state, read_partition
@@ -78,7 +79,16 @@ def test_clients_find_the_daemon_from_the_metadata_and_garbage_leaves_it_serving
             shard = partition_for("g1", PARTITIONS)
             commit = g.OffsetCommit(group_id="g1", topics=[g.CommitTopic(
                 name="t", partitions=[g.CommitPartition(partition=0, offset=42)])])  # fmt: skip
+            # The client sends OffsetCommit's binary body (version 1); an older client's
+            # JSON one (version 0) is served alike.
+            assert client.version_for(endpoint, ALL_APIS["OffsetCommit"]) == 1
             client.call(shard, commit, g.OffsetCommitResponse, timeout_s=60)
+            old = g.OffsetCommit(group_id="g1", topics=[g.CommitTopic(
+                name="t", partitions=[g.CommitPartition(partition=1, offset=7)])])  # fmt: skip
+            answer = raw_call(endpoint, ALL_APIS["OffsetCommit"].key, encode_body(old),
+                              shard=shard, version=0)  # fmt: skip
+            assert error_of(answer) is ErrorCode.NONE
+            assert g.OffsetCommitResponse.model_validate_json(answer.body).topics[0].name == "t"
             with connect(endpoint) as garbage:
                 garbage.sendall(b"\x00\x00\x00\x05hello")
                 assert closed_by_peer(garbage)
@@ -87,7 +97,7 @@ def test_clients_find_the_daemon_from_the_metadata_and_garbage_leaves_it_serving
                 assert closed_by_peer(oversize)
             fetched = client.call(shard, g.OffsetFetch(group_id="g1"), g.OffsetFetchResponse)
             assert [(t.name, [p.offset for p in t.partitions]) for t in fetched.topics] == [
-                ("t", [42])
+                ("t", [42, 7])
             ]
     finally:
         daemon.stop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from kafkacoord.coordinator.protocol import ErrorCode, encode_body
 from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.protocol.binary import encode_offset_commit_response
 from kafkacoord.coordinator.runtime.shard import Reply, RequestRef
 
 # ((topic, (partition, ...)), ...) in request order.
@@ -25,7 +26,8 @@ class CommitReplies:
     def __init__(self, max_entries: int = 4096) -> None:
         self._max_entries = max_entries
         # Per shape: the shared response and its encoded JSON.
-        self._succeeded: dict[Shape, tuple[api.OffsetCommitResponse, bytes]] = {}
+        # Per shape: the shared response, and its encoding at each api version (0: JSON).
+        self._succeeded: dict[Shape, tuple[api.OffsetCommitResponse, tuple[bytes, bytes]]] = {}
 
     def reply(self, to: RequestRef, outcomes: Outcomes) -> Reply:
         """The reply for ``outcomes``: its response shared, and encoded once, when every
@@ -33,9 +35,14 @@ class CommitReplies:
         shared = self._shared(outcomes)
         if shared is None:
             return Reply(to, "OffsetCommit", body=_build(outcomes))
-        return Reply(to, "OffsetCommit", body=shared[0], encoded=shared[1])
+        body, encodings = shared
+        version = to.api_version
+        encoded = encodings[version] if version < len(encodings) else None
+        return Reply(to, "OffsetCommit", body=body, encoded=encoded)
 
-    def _shared(self, outcomes: Outcomes) -> tuple[api.OffsetCommitResponse, bytes] | None:
+    def _shared(
+        self, outcomes: Outcomes
+    ) -> tuple[api.OffsetCommitResponse, tuple[bytes, bytes]] | None:
         # Plain loops: nested generators cost more than the lookup they lead to.
         topics = []
         for topic, parts in outcomes:
@@ -51,7 +58,8 @@ class CommitReplies:
             if len(self._succeeded) >= self._max_entries:
                 self._succeeded.clear()
             body = _build(outcomes)
-            shared = self._succeeded[shape] = (body, encode_body(body))
+            encodings = (encode_body(body), encode_offset_commit_response(body))
+            shared = self._succeeded[shape] = (body, encodings)
         return shared
 
 

@@ -21,6 +21,7 @@ from kafkacoord.codecs.models import (
 )
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.protocol.binary import OffsetCommitRequest
 from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
 from .audit import admin_records, is_admin_commit
@@ -94,7 +95,7 @@ class OffsetManager:
 
     # ================================================================= OffsetCommit
 
-    def commit(self, ref: RequestRef, body: api.OffsetCommit, now: int) -> Result:
+    def commit(self, ref: RequestRef, body: OffsetCommitRequest, now: int) -> Result:
         """A member commits at its generation (classic) or epoch (KIP-848); anyone may
         while the group is empty. Most of the traffic: kept to plain lookups."""
         group = self._groups.get(body.group_id)
@@ -305,7 +306,7 @@ def _fetched(partition: int, value: OffsetCommitValue | None) -> api.FetchedPart
     )
 
 
-def _failed_commit(ref: RequestRef, body: api.OffsetCommit, exc: ProtocolError) -> Reply:
+def _failed_commit(ref: RequestRef, body: OffsetCommitRequest, exc: ProtocolError) -> Reply:
     """Kafka reports a group-level failure on every partition."""
     topics = [
         api.TopicErrors(

@@ -52,6 +52,7 @@ from kafkacoord.codecs.models import (
 )
 from kafkacoord.coordinator.protocol import GROUP_APIS, Body, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.protocol.binary import BinaryOffsetCommit
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result, encode_records
 
 from .admin import GroupAdmin
@@ -249,7 +250,11 @@ class GroupShard:
                 f"offsets partition {self.partition} is loading",
             )
         expected = _REQUEST_BODIES.get(request.api)
-        if expected is None or type(request.body) is not expected:
+        body_type = type(request.body)
+        if expected is None or (
+            body_type is not expected
+            and not (body_type is BinaryOffsetCommit and expected is api.OffsetCommit)
+        ):
             return _refused(
                 request,
                 ErrorCode.INVALID_REQUEST,
@@ -274,7 +279,9 @@ class GroupShard:
         body, ref = request.body, request.ref
         # Exact types (handle checked them): pydantic's isinstance runs Python code, and a
         # chain of them cost a commit several microseconds.
-        if type(body) is api.OffsetCommit:  # most of the traffic
+        if type(body) is BinaryOffsetCommit:  # most of the traffic (version 1)
+            return self._offsets.commit(ref, body, now)
+        if type(body) is api.OffsetCommit:
             return self._offsets.commit(ref, body, now)
         # A classic member of a consumer group (an online upgrade), or of a classic group.
         if type(body) is api.Heartbeat:  # the rest of the steady traffic

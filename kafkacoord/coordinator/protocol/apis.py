@@ -39,8 +39,9 @@ class ApiSpec:
 def _spec(
     key: int, request: type[Body], response: type[Body], *, admin: bool = False,
     node: bool = False, refused_with: ErrorCode = ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    max_version: int = 0,
 ) -> ApiSpec:  # fmt: skip
-    return ApiSpec(key, request.__name__, request, response, admin, node=node,
+    return ApiSpec(key, request.__name__, request, response, admin, max_version, node=node,
                    refused_with=refused_with)  # fmt: skip
 
 
@@ -84,7 +85,8 @@ GROUP_APIS: Final[dict[str, ApiSpec]] = {
         _spec(14, g.SyncGroup, g.SyncGroupResponse),
         _spec(12, g.Heartbeat, Empty),
         _spec(13, g.LeaveGroup, g.LeaveGroupResponse),
-        _spec(8, g.OffsetCommit, g.OffsetCommitResponse),
+        # Version 1: binary bodies (.binary).
+        _spec(8, g.OffsetCommit, g.OffsetCommitResponse, max_version=1),
         _spec(9, g.OffsetFetch, g.OffsetFetchResponse),
         _spec(47, g.OffsetDelete, g.OffsetDeleteResponse, admin=True, refused_with=_GROUP),
         _spec(16, g.ListGroups, g.ListGroupsResponse),

@@ -332,7 +332,7 @@ class ConsumerGroupDescribeResponse(Body):
     groups: list[DescribedConsumerGroup]
 
 
-def named_groups(body: Body) -> Sequence[str]:
+def named_groups(body: object) -> Sequence[str]:
     """The groups a group request names: each must belong to the shard it is sent to.
     ListGroups names none (every shard answers for its own)."""
     cls = type(body)  # exact types: pydantic's isinstance runs Python code

@@ -33,7 +33,13 @@ class ReplyCache:
     def answer(self, request: Request) -> Reply | None:
         """The answer ``request`` already got, addressed to where it came from this time."""
         cached = self._replies.get((request.ref.client_id, request.ref.correlation_id))
-        return None if cached is None else replace(cached, to=request.ref)
+        if cached is None:
+            return None
+        if cached.to.api_version != request.ref.api_version:
+            # A retry at another version (its client met an older daemon): its encoding
+            # was the first version's.
+            return replace(cached, to=request.ref, encoded=None)
+        return replace(cached, to=request.ref)
 
     def released(self, replies: Sequence[Reply]) -> None:
         """``replies`` go out: count them and keep the final ones."""

@@ -22,6 +22,7 @@ from kafkacoord.codecs import encode_record
 from kafkacoord.codecs.models import AvroModel
 from kafkacoord.codecs.models.base import value_class_with_init
 from kafkacoord.coordinator.protocol import Body, ErrorCode
+from kafkacoord.coordinator.protocol.binary import RequestBody
 
 RawRecord = tuple[bytes, bytes | None]
 """An encoded key and value (``None``: a tombstone), as a writer appends it."""
@@ -94,15 +95,18 @@ class RequestRef:
     correlation_id: int
     channel: ReplyChannel | None = field(default=None, compare=False)
     principal: str | None = field(default=None, compare=False)
+    # The request's api version: its reply's body is encoded the same way (0: JSON).
+    api_version: int = field(default=0, compare=False)
 
     def __init__(
         self, client_id: str, correlation_id: int, channel: ReplyChannel | None = None,
-        principal: str | None = None,
+        principal: str | None = None, api_version: int = 0,
     ) -> None:  # fmt: skip
         self.client_id = client_id
         self.correlation_id = correlation_id
         self.channel = channel
         self.principal = principal
+        self.api_version = api_version
 
     def __deepcopy__(self, memo: dict[int, object]) -> RequestRef:
         # Immutable, and its channel is a live connection: a copied group shares it.
@@ -115,9 +119,9 @@ class Request:
 
     ref: RequestRef
     api: str
-    body: Body
+    body: RequestBody
 
-    def __init__(self, ref: RequestRef, api: str, body: Body) -> None:
+    def __init__(self, ref: RequestRef, api: str, body: RequestBody) -> None:
         self.ref = ref
         self.api = api
         self.body = body
@@ -133,7 +137,8 @@ class Reply:
     error: ErrorCode = ErrorCode.NONE
     body: Body | None = None
     message: str | None = None
-    # The body's JSON when its maker already has it (a body shared by many replies).
+    # The body's encoding at ``to.api_version`` when its maker already has it (a body
+    # shared by many replies).
     encoded: bytes | None = field(default=None, compare=False, repr=False)
 
     def __init__(

@@ -16,7 +16,7 @@ from typing import Final
 
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.coordinator.protocol.apis import ApiSpec
-from kafkacoord.coordinator.protocol.base import Body
+from kafkacoord.coordinator.protocol.binary import RequestBody
 
 _KAFKA_PREFIX: Final = "User:"
 
@@ -47,7 +47,7 @@ class Authorizer:
             merged[key] = merged.get(key, frozenset()) | frozenset(ids)
         self._nodes = merged
 
-    def refusal(self, spec: ApiSpec, body: Body, principal: str | None) -> Refusal | None:
+    def refusal(self, spec: ApiSpec, body: RequestBody, principal: str | None) -> Refusal | None:
         if not spec.admin and not spec.node:
             return None
         if spec.admin and principal is not None and principal in self._admins:

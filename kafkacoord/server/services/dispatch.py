@@ -24,10 +24,10 @@ from kafkacoord.coordinator.protocol import (
     CONTROLLER_APIS,
     ErrorCode,
     RequestBodyError,
-    decode_request,
 )
-from kafkacoord.coordinator.protocol.apis import MESSAGE_MAX, encode_body
-from kafkacoord.coordinator.protocol.base import PUSH_CORRELATION_ID, Body
+from kafkacoord.coordinator.protocol.apis import MESSAGE_MAX
+from kafkacoord.coordinator.protocol.base import PUSH_CORRELATION_ID
+from kafkacoord.coordinator.protocol.binary import RequestBody, decode_body, encode_reply_body
 from kafkacoord.coordinator.protocol.group_api import named_groups
 from kafkacoord.coordinator.runtime.shard import Reply, Request, RequestRef
 from kafkacoord.wire import RequestHeader, ServedConnection
@@ -68,7 +68,7 @@ class ConnectionChannel:
 def _encoded(reply: Reply) -> bytes:
     if reply.encoded is not None:
         return reply.encoded
-    return b"" if reply.body is None else encode_body(reply.body)
+    return b"" if reply.body is None else encode_reply_body(reply.to.api_version, reply.body)
 
 
 def channel_of(conn: ServedConnection) -> ConnectionChannel:
@@ -169,7 +169,7 @@ class RequestDispatcher:
                          api=spec.name, reason="unsupported_version")  # fmt: skip
             return
         try:
-            parsed = decode_request(spec, body)
+            parsed = decode_body(spec, header.api_version, body)
         except RequestBodyError as exc:
             # Kafka closes only on what it cannot parse; a value out of range is refused
             # alone, before any shard (or its state) sees it.
@@ -199,7 +199,7 @@ class RequestDispatcher:
                 return
         request = Request(
             RequestRef(header.client_id, header.correlation_id, channel_of(conn),
-                       principal=conn.principal),
+                       principal=conn.principal, api_version=header.api_version),
             spec.name, parsed,
         )  # fmt: skip
         if is_controller:
@@ -207,7 +207,7 @@ class RequestDispatcher:
         else:
             groups.append((header.shard, request))
 
-    def _shard_problem(self, shard: int, body: Body, partitions: int) -> str | None:
+    def _shard_problem(self, shard: int, body: RequestBody, partitions: int) -> str | None:
         """Why ``shard`` may not serve ``body`` (a group request), or None: it must be a
         shard of the offsets topic and own every group the request names. A client whose
         partition count differs from the daemon's would otherwise split a group's state

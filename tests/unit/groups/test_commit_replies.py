@@ -5,6 +5,10 @@ from __future__ import annotations
 from kafkacoord.coordinator.groups.commit_replies import CommitReplies, Outcomes
 from kafkacoord.coordinator.protocol import ErrorCode, encode_body
 from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.protocol.binary import (
+    decode_offset_commit_response,
+    encode_offset_commit_response,
+)
 from kafkacoord.coordinator.runtime.shard import RequestRef
 
 OK = ErrorCode.NONE
@@ -63,3 +67,14 @@ def test_a_shared_response_is_encoded_once_for_all_its_replies() -> None:
         RequestRef("c", 3), [("events", [(0, ErrorCode.OFFSET_METADATA_TOO_LARGE)])]
     )
     assert failed.encoded is None  # encoded when sent, like any other body
+
+
+def test_a_shared_response_is_encoded_at_its_requests_version() -> None:
+    replies = CommitReplies()
+    json = replies.reply(RequestRef("c", 1), [("events", [(0, OK)])])
+    binary = replies.reply(RequestRef("c", 2, api_version=1), [("events", [(0, OK)])])
+    again = replies.reply(RequestRef("c", 3, api_version=1), [("events", [(0, OK)])])
+    assert json.body is binary.body and binary.encoded is again.encoded
+    assert binary.body is not None and binary.encoded is not None
+    assert binary.encoded == encode_offset_commit_response(binary.body)  # type: ignore[arg-type]
+    assert decode_offset_commit_response(binary.encoded) == json.body
