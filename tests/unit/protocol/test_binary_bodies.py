@@ -199,3 +199,20 @@ topic_errors = st.builds(
 def test_a_response_round_trips(topics: list[g.TopicErrors]) -> None:
     response = g.OffsetCommitResponse(topics=topics)
     assert decode_offset_commit_response(encode_offset_commit_response(response)) == response
+
+
+def test_a_response_decoded_again_is_the_same_frozen_instance() -> None:
+    response = g.OffsetCommitResponse(
+        topics=[g.TopicErrors(name="t", partitions=[g.PartitionError(partition=9)])]
+    )
+    data = encode_offset_commit_response(response)
+    first = decode_offset_commit_response(data)
+    assert first == response and decode_offset_commit_response(bytes(data)) is first
+    # Bounded: past its entries it starts over, and still decodes right.
+    for p in range(1100):
+        one = g.OffsetCommitResponse(
+            topics=[g.TopicErrors(name="u", partitions=[g.PartitionError(partition=p)])]
+        )
+        assert decode_offset_commit_response(encode_offset_commit_response(one)) == one
+    again = decode_offset_commit_response(data)
+    assert again == response and again is not first
