@@ -130,7 +130,7 @@ class Processor:
         self.woken.extend(events)
 
 
-def frames(commits: int, version: int) -> list[bytes]:
+def frames(commits: int, version: int = 0) -> list[bytes]:
     out = []
     for i in range(commits):
         group = f"bench-{i % GROUPS}"
