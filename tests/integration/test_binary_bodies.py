@@ -1,5 +1,6 @@
-"""OffsetCommit's two encodings over real sockets: the client's binary body (version 1),
-an older client's JSON (version 0), and a client meeting a daemon that predates version 1.
+"""OffsetCommit's and Heartbeat's two encodings over real sockets: the client's binary
+body (version 1), an older client's JSON (version 0), and a client meeting a daemon that
+predates version 1.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import pytest
 from kafkacoord.client.connector import CoordinatorClient, error_of
 from kafkacoord.client.routes import StaticRoutes
 from kafkacoord.coordinator.groups.commit_replies import CommitReplies
-from kafkacoord.coordinator.protocol import ALL_APIS, APIS_BY_KEY, ErrorCode, encode_body
+from kafkacoord.coordinator.protocol import ALL_APIS, APIS_BY_KEY, Empty, ErrorCode, encode_body
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.coordinator.protocol.binary import BinaryOffsetCommit
-from kafkacoord.coordinator.runtime.shard import Request
+from kafkacoord.coordinator.protocol.binary import BinaryHeartbeat, BinaryOffsetCommit
+from kafkacoord.coordinator.runtime.shard import Reply, Request
 from kafkacoord.server.services.dispatch import RequestDispatcher
 from kafkacoord.wire import Listener
 from tests.rawwire import raw_call
@@ -40,11 +41,14 @@ class Offsets:
     def __call__(self, requests: list[tuple[int, Request]]) -> None:
         for _, request in requests:
             self.seen.append(request)
+            assert request.ref.channel is not None
+            if request.api == "Heartbeat":
+                request.ref.channel.deliver([Reply(request.ref, "Heartbeat", body=Empty())])
+                continue
             body = request.body
             assert isinstance(body, g.OffsetCommit | BinaryOffsetCommit)
             outcomes = [(t.name, [(p.partition, ErrorCode.NONE) for p in t.partitions])
                         for t in body.topics]  # fmt: skip
-            assert request.ref.channel is not None
             request.ref.channel.deliver([self._replies.reply(request.ref, outcomes)])
 
 
@@ -119,3 +123,26 @@ def test_a_malformed_binary_body_is_refused_and_the_listener_serves_on(
     with _client(endpoint) as client:  # the listener serves on
         client.call(0, COMMIT, g.OffsetCommitResponse)
     assert len(offsets.seen) == 1
+
+
+def test_a_heartbeat_goes_binary_and_its_empty_answer_comes_back(
+    served: tuple[str, Offsets],
+) -> None:
+    endpoint, offsets = served
+    beat = g.Heartbeat(group_id="g", generation_id=4, member_id="m", group_instance_id="i")
+    with _client(endpoint) as client:
+        assert client.call(0, beat, Empty) == Empty()
+    frame = raw_call(endpoint, ALL_APIS["Heartbeat"].key, encode_body(beat), version=0)
+    assert error_of(frame) is ErrorCode.NONE and frame.body == b"{}"  # an older client's
+    binary, json = offsets.seen
+    assert type(binary.body) is BinaryHeartbeat and binary.ref.api_version == 1
+    assert type(json.body) is g.Heartbeat and json.ref.api_version == 0
+    for request in (binary, json):
+        body = request.body
+        assert isinstance(body, BinaryHeartbeat | g.Heartbeat)
+        assert (body.group_id, body.generation_id, body.member_id, body.group_instance_id) == (
+            "g",
+            4,
+            "m",
+            "i",
+        )

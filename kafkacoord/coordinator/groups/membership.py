@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from kafkacoord.codecs.models import GroupCause, GroupCauseKind, GroupMetadataValue
 from kafkacoord.coordinator.protocol import Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.protocol.binary import HeartbeatRequest
 from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
 from .causes import member_cause
@@ -780,7 +781,7 @@ class Membership:
             ]
         )
 
-    def heartbeat(self, ref: RequestRef, body: api.Heartbeat, now: int) -> Result:
+    def heartbeat(self, ref: RequestRef, body: HeartbeatRequest, now: int) -> Result:
         if not body.group_id:
             raise ProtocolError(ErrorCode.INVALID_GROUP_ID, "the group id must not be empty")
         group = self._groups.get(body.group_id)

@@ -52,7 +52,7 @@ from kafkacoord.codecs.models import (
 )
 from kafkacoord.coordinator.protocol import GROUP_APIS, Body, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
-from kafkacoord.coordinator.protocol.binary import BinaryOffsetCommit
+from kafkacoord.coordinator.protocol.binary import BinaryHeartbeat, BinaryOffsetCommit
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result, encode_records
 
 from .admin import GroupAdmin
@@ -70,6 +70,11 @@ from .undo import UndoLog
 __all__ = ["GroupShard"]
 
 _REQUEST_BODIES: Final[dict[str, type[Body]]] = {n: s.request for n, s in GROUP_APIS.items()}
+# The APIs whose version 1 body decodes into a class of its own (protocol.binary).
+_BINARY_BODIES: Final[dict[str, type]] = {
+    "OffsetCommit": BinaryOffsetCommit,
+    "Heartbeat": BinaryHeartbeat,
+}
 
 
 class GroupShard:
@@ -252,8 +257,7 @@ class GroupShard:
         expected = _REQUEST_BODIES.get(request.api)
         body_type = type(request.body)
         if expected is None or (
-            body_type is not expected
-            and not (body_type is BinaryOffsetCommit and expected is api.OffsetCommit)
+            body_type is not expected and _BINARY_BODIES.get(request.api) is not body_type
         ):
             return _refused(
                 request,
@@ -284,7 +288,7 @@ class GroupShard:
         if type(body) is api.OffsetCommit:
             return self._offsets.commit(ref, body, now)
         # A classic member of a consumer group (an online upgrade), or of a classic group.
-        if type(body) is api.Heartbeat:  # the rest of the steady traffic
+        if type(body) is api.Heartbeat or type(body) is BinaryHeartbeat:  # the rest
             consumer = self._consumer.groups.get(body.group_id)
             if consumer is not None:
                 return self._classic_members.heartbeat(ref, body, consumer, now)

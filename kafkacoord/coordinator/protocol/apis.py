@@ -78,14 +78,14 @@ CONTROLLER_APIS: Final[dict[str, ApiSpec]] = {
     )
 }
 
+# Heartbeat and OffsetCommit: version 1 has binary bodies (.binary).
 GROUP_APIS: Final[dict[str, ApiSpec]] = {
     s.name: s
     for s in (
         _spec(11, g.JoinGroup, g.JoinGroupResponse),
         _spec(14, g.SyncGroup, g.SyncGroupResponse),
-        _spec(12, g.Heartbeat, Empty),
+        _spec(12, g.Heartbeat, Empty, max_version=1),
         _spec(13, g.LeaveGroup, g.LeaveGroupResponse),
-        # Version 1: binary bodies (.binary).
         _spec(8, g.OffsetCommit, g.OffsetCommitResponse, max_version=1),
         _spec(9, g.OffsetFetch, g.OffsetFetchResponse),
         _spec(47, g.OffsetDelete, g.OffsetDeleteResponse, admin=True, refused_with=_GROUP),

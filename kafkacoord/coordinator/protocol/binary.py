@@ -1,4 +1,4 @@
-"""Binary bodies of the hottest group API, OffsetCommit, at api version 1.
+"""Binary bodies of the steady group APIs, OffsetCommit and Heartbeat, at api version 1.
 
 Kafka's own encoding: big-endian integers, a string as an int16 length and its UTF-8
 (length -1: null), an array as an int32 count and its items, a boolean as one byte.
@@ -20,7 +20,7 @@ from typing import Final, Protocol, TypeVar, cast
 
 from . import group_api as g
 from .apis import ApiSpec, RequestBodyError, decode_request, encode_body
-from .base import Body
+from .base import Body, Empty
 from .errors import ErrorCode
 from .types import LIST_MAX, RETENTION_MS_MAX
 
@@ -28,14 +28,18 @@ __all__ = [
     "BINARY_VERSION",
     "BinaryCommitPartition",
     "BinaryCommitTopic",
+    "BinaryHeartbeat",
     "BinaryOffsetCommit",
     "CommitPartitionRequest",
     "CommitTopicRequest",
+    "HeartbeatRequest",
     "OffsetCommitRequest",
     "RequestBody",
     "decode_body",
+    "decode_heartbeat",
     "decode_offset_commit",
     "decode_offset_commit_response",
+    "encode_heartbeat",
     "encode_offset_commit",
     "encode_offset_commit_response",
     "encode_reply_body",
@@ -54,6 +58,8 @@ _PARTITION_ERROR: Final = Struct(">ih")  # partition, error
 _NULL: Final = _I16.pack(-1)
 _STRING_MAX: Final = 32_767
 _API: Final = "OffsetCommit"
+_HEARTBEAT: Final = "Heartbeat"
+_EMPTY: Final = Empty()
 
 
 # -- what a handler reads of a commit, however it was encoded ------------------------------
@@ -94,7 +100,30 @@ class OffsetCommitRequest(Protocol):
     def reset(self) -> bool: ...
 
 
+class HeartbeatRequest(Protocol):
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def generation_id(self) -> int: ...
+    @property
+    def member_id(self) -> str: ...
+    @property
+    def group_instance_id(self) -> str | None: ...
+
+
 # -- the decoded classes -------------------------------------------------------------------
+
+
+class BinaryHeartbeat:
+    __slots__ = ("generation_id", "group_id", "group_instance_id", "member_id")
+
+    def __init__(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
 
 
 class BinaryCommitPartition:
@@ -137,32 +166,31 @@ class BinaryOffsetCommit:
 # -- reading -------------------------------------------------------------------------------
 
 
-def _malformed(message: str) -> RequestBodyError:
+def _malformed(api: str, message: str) -> RequestBodyError:
     return RequestBodyError(
-        ErrorCode.INVALID_REQUEST, f"malformed {_API} body: {message}", malformed=True
+        ErrorCode.INVALID_REQUEST, f"malformed {api} body: {message}", malformed=True
     )
 
 
-def _out_of_range(field: str, message: str) -> RequestBodyError:
-    return RequestBodyError(
-        ErrorCode.INVALID_REQUEST, f"{_API} {field}: {message}", malformed=False
-    )
+def _out_of_range(api: str, field: str, message: str) -> RequestBodyError:
+    return RequestBodyError(ErrorCode.INVALID_REQUEST, f"{api} {field}: {message}", malformed=False)
 
 
 class _Reader:
     """A cursor over one body; every read checks the bytes are there."""
 
-    __slots__ = ("buf", "pos")
+    __slots__ = ("api", "buf", "pos")
 
-    def __init__(self, buf: bytes) -> None:
+    def __init__(self, buf: bytes, api: str) -> None:
         self.buf = buf
+        self.api = api
         self.pos = 0
 
     def take(self, size: int, field: str) -> int:
         """The position of ``size`` bytes of ``field``, now consumed."""
         pos = self.pos
         if pos + size > len(self.buf):
-            raise _malformed(f"{field}: the body ends inside it")
+            raise _malformed(self.api, f"{field}: the body ends inside it")
         self.pos = pos + size
         return pos
 
@@ -171,41 +199,50 @@ class _Reader:
         if length < 0:
             if length == -1:
                 return None
-            raise _malformed(f"{field}: string length {length}")
+            raise _malformed(self.api, f"{field}: string length {length}")
         start = self.take(length, field)
         try:
             return self.buf[start : start + length].decode()
         except UnicodeDecodeError as exc:
-            raise _malformed(f"{field}: not UTF-8 ({exc.reason})") from None
+            raise _malformed(self.api, f"{field}: not UTF-8 ({exc.reason})") from None
 
     def string(self, field: str) -> str:
         value = self.nullable(field)
         if value is None:
-            raise _malformed(f"{field}: null where a string is required")
+            raise _malformed(self.api, f"{field}: null where a string is required")
         return value
 
     def count(self, field: str, item_bytes: int) -> int:
         """An array's count: within LIST_MAX, and no more items than bytes can hold."""
         n = int(_I32.unpack_from(self.buf, self.take(4, field))[0])
         if n < 0:
-            raise _malformed(f"{field}: array count {n}")
+            raise _malformed(self.api, f"{field}: array count {n}")
         if n > LIST_MAX:
-            raise _out_of_range(field, f"List should have at most {LIST_MAX} items, not {n}")
+            raise _out_of_range(
+                self.api, field, f"List should have at most {LIST_MAX} items, not {n}"
+            )
         if n * item_bytes > len(self.buf) - self.pos:
-            raise _malformed(f"{field}: {n} items cannot fit in what is left of the body")
+            raise _malformed(self.api, f"{field}: {n} items cannot fit in what is left of the body")
         return n
+
+    def end(self) -> None:
+        if self.pos != len(self.buf):
+            raise _malformed(self.api, f"{len(self.buf) - self.pos} bytes after the body")
+
+    def int32(self, field: str) -> int:
+        return int(_I32.unpack_from(self.buf, self.take(4, field))[0])
 
     def boolean(self, field: str) -> bool:
         value = int(_I8.unpack_from(self.buf, self.take(1, field))[0])
         if value not in {0, 1}:
-            raise _malformed(f"{field}: boolean byte {value}")
+            raise _malformed(self.api, f"{field}: boolean byte {value}")
         return value == 1
 
 
 def decode_offset_commit(data: bytes) -> BinaryOffsetCommit:
     """An OffsetCommit v1 body; :class:`RequestBodyError` if it does not parse or holds
     a value beyond its bound."""
-    r = _Reader(data)
+    r = _Reader(data, _API)
     group_id = r.string("group_id")
     generation_id, retention_time_ms = _HEAD.unpack_from(data, r.take(12, "generation_id"))
     member_id = r.string("member_id")
@@ -223,6 +260,7 @@ def decode_offset_commit(data: bytes) -> BinaryOffsetCommit:
             )
             if partition < 0:
                 raise _out_of_range(
+                    _API,
                     "topics.partitions.partition",
                     f"Input should be greater than or equal to 0, not {partition}",
                 )
@@ -231,10 +269,10 @@ def decode_offset_commit(data: bytes) -> BinaryOffsetCommit:
                 BinaryCommitPartition(int(partition), int(offset), int(leader_epoch), metadata)
             )
         topics.append(BinaryCommitTopic(name, partitions))
-    if r.pos != len(data):
-        raise _malformed(f"{len(data) - r.pos} bytes after the body")
+    r.end()
     if retention_time_ms > RETENTION_MS_MAX:
         raise _out_of_range(
+            _API,
             "retention_time_ms",
             f"Input should be less than or equal to {RETENTION_MS_MAX}, not {retention_time_ms}",
         )
@@ -243,6 +281,17 @@ def decode_offset_commit(data: bytes) -> BinaryOffsetCommit:
         group_instance_id=group_instance_id, retention_time_ms=int(retention_time_ms),
         reset=reset,
     )  # fmt: skip
+
+
+def decode_heartbeat(data: bytes) -> BinaryHeartbeat:
+    """A Heartbeat v1 body; :class:`RequestBodyError` if it does not parse."""
+    r = _Reader(data, _HEARTBEAT)
+    group_id = r.string("group_id")
+    generation_id = r.int32("generation_id")
+    member_id = r.string("member_id")
+    group_instance_id = r.nullable("group_instance_id")
+    r.end()
+    return BinaryHeartbeat(group_id, generation_id, member_id, group_instance_id)
 
 
 # -- writing -------------------------------------------------------------------------------
@@ -278,6 +327,14 @@ def encode_offset_commit(body: OffsetCommitRequest) -> bytes:
     return b"".join(parts)
 
 
+def encode_heartbeat(body: HeartbeatRequest) -> bytes:
+    """The v1 body of a heartbeat (a client's side); its response's body is empty."""
+    return b"".join((
+        _string(body.group_id), _I32.pack(body.generation_id), _string(body.member_id),
+        _nullable(body.group_instance_id),
+    ))  # fmt: skip
+
+
 def encode_offset_commit_response(body: g.OffsetCommitResponse) -> bytes:
     """The v1 body of a commit's response (the daemon's side)."""
     parts = [_I32.pack(len(body.topics))]
@@ -307,7 +364,7 @@ def decode_offset_commit_response(data: bytes) -> g.OffsetCommitResponse:
 
 
 def _decode_offset_commit_response(data: bytes) -> g.OffsetCommitResponse:
-    r = _Reader(data)
+    r = _Reader(data, "OffsetCommitResponse")
     topics: list[dict[str, object]] = []
     for _ in range(r.count("topics", 6)):
         name = r.string("topics.name")
@@ -318,29 +375,34 @@ def _decode_offset_commit_response(data: bytes) -> g.OffsetCommitResponse:
             )
             partitions.append({"partition": partition, "error": error})
         topics.append({"name": name, "partitions": partitions})
-    if r.pos != len(data):
-        raise _malformed(f"{len(data) - r.pos} bytes after the body")
+    r.end()
     # One validation of the whole tree in pydantic-core: cheaper than a model per item.
     return g.OffsetCommitResponse.model_validate({"topics": topics})
 
 
 # -- by version ------------------------------------------------------------------------------
 
-RequestBody = Body | BinaryOffsetCommit
+RequestBody = Body | BinaryOffsetCommit | BinaryHeartbeat
 """A request's decoded body: a pydantic model (JSON, version 0) or a binary one's class."""
 
 
 def decode_body(spec: ApiSpec, version: int, data: bytes) -> RequestBody:
     """A request body of ``spec`` at ``version`` (within ``spec.max_version``)."""
-    if version >= BINARY_VERSION and spec.name == _API:
-        return decode_offset_commit(data)
+    if version >= BINARY_VERSION:
+        if spec.name == _API:
+            return decode_offset_commit(data)
+        if spec.name == _HEARTBEAT:
+            return decode_heartbeat(data)
     return decode_request(spec, data)
 
 
 def encode_reply_body(version: int, body: Body) -> bytes:
     """A reply's body as its request's version encodes it."""
-    if version >= BINARY_VERSION and isinstance(body, g.OffsetCommitResponse):
-        return encode_offset_commit_response(body)
+    if version >= BINARY_VERSION:
+        if isinstance(body, g.OffsetCommitResponse):
+            return encode_offset_commit_response(body)
+        if isinstance(body, Empty):
+            return b""
     return encode_body(body)
 
 
@@ -349,13 +411,21 @@ B = TypeVar("B", bound=Body)
 
 def encode_request_body(version: int, body: Body) -> bytes:
     """A request's body at ``version`` (a client's side)."""
-    if version >= BINARY_VERSION and isinstance(body, g.OffsetCommit):
-        return encode_offset_commit(body)
+    if version >= BINARY_VERSION:
+        if isinstance(body, g.OffsetCommit):
+            return encode_offset_commit(body)
+        if isinstance(body, g.Heartbeat):
+            return encode_heartbeat(body)
     return encode_body(body)
 
 
 def decode_reply_body(version: int, response: type[B], data: bytes) -> B:
     """A reply's body to a request sent at ``version`` (a client's side)."""
-    if version >= BINARY_VERSION and response is g.OffsetCommitResponse:
-        return cast("B", decode_offset_commit_response(data))
+    if version >= BINARY_VERSION:
+        if response is g.OffsetCommitResponse:
+            return cast("B", decode_offset_commit_response(data))
+        if response is Empty:
+            if data:
+                raise _malformed("Empty", f"{len(data)} bytes after the body")
+            return cast("B", _EMPTY)
     return response.model_validate_json(data)

@@ -1,4 +1,4 @@
-"""OffsetCommit's binary body (api version 1) against its JSON one (version 0).
+"""OffsetCommit's and Heartbeat's binary bodies (api version 1) against JSON (version 0).
 
 Every commit a JSON body can carry, the binary one carries to the same fields; every
 value the JSON path refuses as beyond its bound, the binary path refuses with the same
@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from kafkacoord.coordinator.protocol import (
     GROUP_APIS,
+    Empty,
     ErrorCode,
     RequestBodyError,
     decode_request,
@@ -23,11 +24,18 @@ from kafkacoord.coordinator.protocol import (
 )
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.coordinator.protocol.binary import (
+    BinaryHeartbeat,
     BinaryOffsetCommit,
+    decode_body,
+    decode_heartbeat,
     decode_offset_commit,
     decode_offset_commit_response,
+    decode_reply_body,
+    encode_heartbeat,
     encode_offset_commit,
     encode_offset_commit_response,
+    encode_reply_body,
+    encode_request_body,
 )
 from kafkacoord.coordinator.protocol.types import (
     INT32_MAX,
@@ -216,3 +224,55 @@ def test_a_response_decoded_again_is_the_same_frozen_instance() -> None:
         assert decode_offset_commit_response(encode_offset_commit_response(one)) == one
     again = decode_offset_commit_response(data)
     assert again == response and again is not first
+
+
+# -- Heartbeat -------------------------------------------------------------------------------
+
+HEARTBEAT = GROUP_APIS["Heartbeat"]
+heartbeats = st.builds(
+    g.Heartbeat,
+    group_id=texts,
+    generation_id=st.integers(INT32_MIN, INT32_MAX),
+    member_id=texts,
+    group_instance_id=st.none() | texts,
+)
+
+
+def heartbeat_fields(body: object) -> tuple[object, ...]:
+    return tuple(getattr(body, f) for f in ("group_id", "generation_id", "member_id",
+                                            "group_instance_id"))  # fmt: skip
+
+
+@settings(max_examples=300)
+@given(heartbeats, st.data())
+def test_a_binary_heartbeat_carries_what_the_json_one_does(
+    body: g.Heartbeat, data: st.DataObject
+) -> None:
+    encoded = encode_request_body(1, body)
+    decoded = decode_body(HEARTBEAT, 1, encoded)
+    assert type(decoded) is BinaryHeartbeat
+    from_json = decode_body(HEARTBEAT, 0, encode_request_body(0, body))
+    assert heartbeat_fields(decoded) == heartbeat_fields(body) == heartbeat_fields(from_json)
+    cut = data.draw(st.integers(0, len(encoded) - 1))
+    with pytest.raises(RequestBodyError, match="malformed Heartbeat body") as refused:
+        decode_heartbeat(encoded[:cut])
+    assert refused.value.malformed
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=40))
+def test_any_bytes_decode_as_a_heartbeat_or_are_refused(data: bytes) -> None:
+    try:
+        decoded = decode_heartbeat(data)
+    except RequestBodyError as exc:
+        assert exc.code is ErrorCode.INVALID_REQUEST and exc.malformed
+        return
+    assert encode_heartbeat(decoded) == data
+
+
+def test_a_heartbeats_empty_response_is_no_bytes_at_version_1() -> None:
+    assert encode_reply_body(1, Empty()) == b""
+    assert encode_reply_body(0, Empty()) == b"{}"
+    assert decode_reply_body(1, Empty, b"") == Empty()
+    with pytest.raises(RequestBodyError, match="1 bytes after the body"):
+        decode_reply_body(1, Empty, b"x")

@@ -21,6 +21,7 @@ from kafkacoord.coordinator.groups.consumer_protocol import (
 from kafkacoord.coordinator.groups.membership import MemberIdFactory, join_error
 from kafkacoord.coordinator.protocol import Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.protocol.binary import HeartbeatRequest
 from kafkacoord.coordinator.runtime.shard import Reply, RequestRef, Result
 
 from .assignment import from_lists, partitions_of
@@ -142,7 +143,7 @@ class ClassicMembers:
         return Result(replies=[Reply(ref, "SyncGroup", body=response)])
 
     def heartbeat(
-        self, ref: RequestRef, body: api.Heartbeat, group: ConsumerGroup, now: int
+        self, ref: RequestRef, body: HeartbeatRequest, group: ConsumerGroup, now: int
     ) -> Result:
         member = self._member(group, body.member_id, body.group_instance_id, body.generation_id)
         self._groups.touch(group.group_id, member, now)
