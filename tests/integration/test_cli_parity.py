@@ -310,10 +310,11 @@ def _read_pty(fd: int) -> bytes:
 def test_a_request_over_the_frame_limit_is_refused_at_once_with_the_reason(
     parity: Parity, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # One request of about 1.3 MB: the listener answers why and closes the connection;
-    # the client raises that answer at once instead of retrying until its timeout.
-    monkeypatch.setattr(group_admin, "RESET_CHUNK_PARTITIONS", 50_000)
-    offsets = {(f"{parity.prefix}huge", p): 1 for p in range(20_000)}
+    # One request of about 1.4 MB (18 bytes a partition in OffsetCommit's binary body):
+    # the listener answers why and closes the connection; the client raises that answer
+    # at once instead of retrying until its timeout.
+    monkeypatch.setattr(group_admin, "RESET_CHUNK_PARTITIONS", 100_000)
+    offsets = {(f"{parity.prefix}huge", p): 1 for p in range(80_000)}
     with parity.admin() as admin:
         started = time.monotonic()
         with pytest.raises(RequestError) as refused:
