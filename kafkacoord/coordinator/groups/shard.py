@@ -52,7 +52,11 @@ from kafkacoord.codecs.models import (
 )
 from kafkacoord.coordinator.protocol import GROUP_APIS, Body, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
-from kafkacoord.coordinator.protocol.binary import BinaryHeartbeat, BinaryOffsetCommit
+from kafkacoord.coordinator.protocol.binary import (
+    BINARY_BODIES,
+    BinaryHeartbeat,
+    BinaryOffsetCommit,
+)
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result, encode_records
 
 from .admin import GroupAdmin
@@ -70,11 +74,6 @@ from .undo import UndoLog
 __all__ = ["GroupShard"]
 
 _REQUEST_BODIES: Final[dict[str, type[Body]]] = {n: s.request for n, s in GROUP_APIS.items()}
-# The APIs whose version 1 body decodes into a class of its own (protocol.binary).
-_BINARY_BODIES: Final[dict[str, type]] = {
-    "OffsetCommit": BinaryOffsetCommit,
-    "Heartbeat": BinaryHeartbeat,
-}
 
 
 class GroupShard:
@@ -257,7 +256,7 @@ class GroupShard:
         expected = _REQUEST_BODIES.get(request.api)
         body_type = type(request.body)
         if expected is None or (
-            body_type is not expected and _BINARY_BODIES.get(request.api) is not body_type
+            body_type is not expected and BINARY_BODIES.get(request.api) is not body_type
         ):
             return _refused(
                 request,
@@ -283,9 +282,7 @@ class GroupShard:
         body, ref = request.body, request.ref
         # Exact types (handle checked them): pydantic's isinstance runs Python code, and a
         # chain of them cost a commit several microseconds.
-        if type(body) is BinaryOffsetCommit:  # most of the traffic (version 1)
-            return self._offsets.commit(ref, body, now)
-        if type(body) is api.OffsetCommit:
+        if type(body) is BinaryOffsetCommit or type(body) is api.OffsetCommit:  # most traffic
             return self._offsets.commit(ref, body, now)
         # A classic member of a consumer group (an online upgrade), or of a classic group.
         if type(body) is api.Heartbeat or type(body) is BinaryHeartbeat:  # the rest

@@ -25,6 +25,7 @@ from .errors import ErrorCode
 from .types import LIST_MAX, RETENTION_MS_MAX
 
 __all__ = [
+    "BINARY_BODIES",
     "BINARY_VERSION",
     "BinaryCommitPartition",
     "BinaryCommitTopic",
@@ -57,7 +58,7 @@ _PARTITION: Final = Struct(">iqi")  # partition, offset, leader_epoch
 _PARTITION_ERROR: Final = Struct(">ih")  # partition, error
 _NULL: Final = _I16.pack(-1)
 _STRING_MAX: Final = 32_767
-_API: Final = "OffsetCommit"
+_OFFSET_COMMIT: Final = "OffsetCommit"
 _HEARTBEAT: Final = "Heartbeat"
 _EMPTY: Final = Empty()
 
@@ -83,7 +84,9 @@ class CommitTopicRequest(Protocol):
     def partitions(self) -> Sequence[CommitPartitionRequest]: ...
 
 
-class OffsetCommitRequest(Protocol):
+class HeartbeatRequest(Protocol):
+    """Who a member is in its group: what a heartbeat carries, and a commit too."""
+
     @property
     def group_id(self) -> str: ...
     @property
@@ -92,23 +95,15 @@ class OffsetCommitRequest(Protocol):
     def member_id(self) -> str: ...
     @property
     def group_instance_id(self) -> str | None: ...
+
+
+class OffsetCommitRequest(HeartbeatRequest, Protocol):
     @property
     def retention_time_ms(self) -> int: ...
     @property
     def topics(self) -> Sequence[CommitTopicRequest]: ...
     @property
     def reset(self) -> bool: ...
-
-
-class HeartbeatRequest(Protocol):
-    @property
-    def group_id(self) -> str: ...
-    @property
-    def generation_id(self) -> int: ...
-    @property
-    def member_id(self) -> str: ...
-    @property
-    def group_instance_id(self) -> str | None: ...
 
 
 # -- the decoded classes -------------------------------------------------------------------
@@ -242,7 +237,7 @@ class _Reader:
 def decode_offset_commit(data: bytes) -> BinaryOffsetCommit:
     """An OffsetCommit v1 body; :class:`RequestBodyError` if it does not parse or holds
     a value beyond its bound."""
-    r = _Reader(data, _API)
+    r = _Reader(data, _OFFSET_COMMIT)
     group_id = r.string("group_id")
     generation_id, retention_time_ms = _HEAD.unpack_from(data, r.take(12, "generation_id"))
     member_id = r.string("member_id")
@@ -260,7 +255,7 @@ def decode_offset_commit(data: bytes) -> BinaryOffsetCommit:
             )
             if partition < 0:
                 raise _out_of_range(
-                    _API,
+                    _OFFSET_COMMIT,
                     "topics.partitions.partition",
                     f"Input should be greater than or equal to 0, not {partition}",
                 )
@@ -272,7 +267,7 @@ def decode_offset_commit(data: bytes) -> BinaryOffsetCommit:
     r.end()
     if retention_time_ms > RETENTION_MS_MAX:
         raise _out_of_range(
-            _API,
+            _OFFSET_COMMIT,
             "retention_time_ms",
             f"Input should be less than or equal to {RETENTION_MS_MAX}, not {retention_time_ms}",
         )
@@ -385,11 +380,17 @@ def _decode_offset_commit_response(data: bytes) -> g.OffsetCommitResponse:
 RequestBody = Body | BinaryOffsetCommit | BinaryHeartbeat
 """A request's decoded body: a pydantic model (JSON, version 0) or a binary one's class."""
 
+BINARY_BODIES: Final[dict[str, type]] = {
+    _OFFSET_COMMIT: BinaryOffsetCommit,
+    _HEARTBEAT: BinaryHeartbeat,
+}
+"""The class a version 1 body of each API decodes into."""
+
 
 def decode_body(spec: ApiSpec, version: int, data: bytes) -> RequestBody:
     """A request body of ``spec`` at ``version`` (within ``spec.max_version``)."""
     if version >= BINARY_VERSION:
-        if spec.name == _API:
+        if spec.name == _OFFSET_COMMIT:
             return decode_offset_commit(data)
         if spec.name == _HEARTBEAT:
             return decode_heartbeat(data)
