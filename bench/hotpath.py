@@ -51,11 +51,8 @@ from kafkacoord.coordinator.groups.records import offset_commit_record, offset_c
 from kafkacoord.coordinator.groups.shard import GroupShard
 from kafkacoord.coordinator.protocol import APIS_BY_KEY
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.coordinator.protocol.binary import (
-    BinaryOffsetCommit,
-    decode_body,
-    encode_request_body,
-)
+from kafkacoord.coordinator.protocol.binary import decode_body, encode_request_body
+from kafkacoord.coordinator.protocol.binary_commit import BinaryOffsetCommit
 from kafkacoord.coordinator.runtime import processor as processor_module
 from kafkacoord.coordinator.runtime.appends import AppendPipeline
 from kafkacoord.coordinator.runtime.host import HostParts, HostState, ShardHost

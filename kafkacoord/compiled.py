@@ -60,6 +60,10 @@ MODULES: tuple[str, ...] = (
     "kafkacoord.coordinator.groups.undo",
     "kafkacoord.wire.server",
     "kafkacoord.coordinator.protocol.binary",
+    "kafkacoord.coordinator.protocol.binary_codec",
+    "kafkacoord.coordinator.protocol.binary_commit",
+    "kafkacoord.coordinator.protocol.binary_consumer",
+    "kafkacoord.coordinator.protocol.binary_fetch",
 )
 GROUP = "kafkacoord._compiled"
 MANIFEST = "_compiled.json"

@@ -3,8 +3,9 @@
 Bodies are built by walking each request model's fields (hypothesis's own
 ``from_type`` does not honour ``Annotated`` bounds well): every int, string, bytes,
 list and map is drawn in range, at its bounds, just past them, at Kafka's type limits,
-or as junk of another type. Frames around them may name unknown APIs or versions,
-the wrong shard, or be cut short.
+or as junk of another type. The APIs with binary bodies (version 1) are also sent
+those, whole or broken. Frames around them may name unknown APIs or versions, the
+wrong shard, or be cut short.
 
 The oracle is the daemon's own edge, run in this process: :func:`expected` feeds the
 frame to a :class:`RequestDispatcher` on a fake connection and reports what it refuses
@@ -22,11 +23,12 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types as at
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from kafkacoord.coordinator.groups.partitioning import partition_for
 from kafkacoord.coordinator.protocol import ALL_APIS, APIS_BY_KEY, CONTROLLER_APIS, ErrorCode
+from kafkacoord.coordinator.protocol.binary import encode_request_body
 from kafkacoord.server.services.dispatch import RequestDispatcher
 from kafkacoord.wire.frames import DEFAULT_MAX_FRAME_BYTES, SIZE, RequestHeader, encode_request
 
@@ -271,6 +273,38 @@ def api_cases(partitions: int, daemon: int) -> st.SearchStrategy[Case]:
     return draw_case()
 
 
+BINARY_APIS = sorted(name for name, spec in ALL_APIS.items() if spec.max_version >= 1)
+
+
+def binary_cases(partitions: int) -> st.SearchStrategy[Case]:
+    """A binary body (version 1) of an API that has one: a drawn request that its model
+    takes, encoded, then (three times in four) with a byte changed, cut short or with
+    bytes after it. A request no binary body can hold is random bytes instead."""
+
+    @st.composite
+    def draw_case(draw: st.DrawFn) -> Case:
+        api = draw(st.sampled_from(BINARY_APIS))
+        spec = ALL_APIS[api]
+        drawn = draw(bodies(spec.request))
+        try:
+            data = encode_request_body(1, spec.request.model_validate(drawn))
+        except (ValidationError, ValueError):
+            data = draw(st.binary(max_size=200))
+        how = draw(st.sampled_from(["whole", "flipped", "cut", "longer"]))
+        if how == "flipped" and data:
+            at_ = draw(st.integers(0, len(data) - 1))
+            data = data[:at_] + bytes([draw(st.integers(0, 255))]) + data[at_ + 1 :]
+        elif how == "cut" and data:
+            data = data[: draw(st.integers(0, len(data) - 1))]
+        elif how == "longer":
+            data += draw(st.binary(min_size=1, max_size=8))
+        shard = _owner(drawn, partitions) if isinstance(drawn, dict) else 0
+        header = RequestHeader(spec.key, 1, 8, shard, "fuzz")
+        return Case(f"binary {how}", encode_request(header, data), header, data, shard=shard)
+
+    return draw_case()
+
+
 def frame_cases(partitions: int) -> st.SearchStrategy[Case]:
     """Frames around bodies that are not the API's: unknown keys and versions, random
     bytes, frames cut short, a frame over max_frame_bytes."""
@@ -302,7 +336,8 @@ def frame_cases(partitions: int) -> st.SearchStrategy[Case]:
 
 def cases(partitions: int, daemon: int) -> st.SearchStrategy[Case]:
     return st.one_of(api_cases(partitions, daemon), api_cases(partitions, daemon),
-                     api_cases(partitions, daemon), frame_cases(partitions))  # fmt: skip
+                     api_cases(partitions, daemon), binary_cases(partitions),
+                     frame_cases(partitions))  # fmt: skip
 
 
 # -- the oracle --------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ batch, and failures that lose nothing silently."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -33,7 +34,20 @@ def create_topic(
 ) -> str:
     admin = admin_client(bootstrap)
     admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
-    return name
+    # A created topic's leaders are elected after the reply: wait, or the first
+    # append may meet a partition with none yet.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        described = admin.list_topics(name, timeout=10).topics.get(name)
+        if (
+            described is not None
+            and described.error is None
+            and len(described.partitions) == partitions
+            and all(p.leader >= 0 for p in described.partitions.values())
+        ):
+            return name
+        time.sleep(0.1)
+    raise AssertionError(f"{name} has partitions without a leader after 30 s")
 
 
 def read_all(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes, list]]:

@@ -1,4 +1,4 @@
-"""OffsetCommit's and Heartbeat's two encodings over real sockets: the client's binary
+"""The steady group APIs' two encodings over real sockets: the client's binary
 body (version 1), an older client's JSON (version 0), and a client meeting a daemon that
 predates version 1.
 """
@@ -13,9 +13,18 @@ import pytest
 from kafkacoord.client.connector import CoordinatorClient, error_of
 from kafkacoord.client.routes import StaticRoutes
 from kafkacoord.coordinator.groups.commit_replies import CommitReplies
-from kafkacoord.coordinator.protocol import ALL_APIS, APIS_BY_KEY, Empty, ErrorCode, encode_body
+from kafkacoord.coordinator.protocol import (
+    ALL_APIS,
+    APIS_BY_KEY,
+    Body,
+    Empty,
+    ErrorCode,
+    encode_body,
+)
 from kafkacoord.coordinator.protocol import group_api as g
-from kafkacoord.coordinator.protocol.binary import BinaryHeartbeat, BinaryOffsetCommit
+from kafkacoord.coordinator.protocol.binary_commit import BinaryHeartbeat, BinaryOffsetCommit
+from kafkacoord.coordinator.protocol.binary_consumer import BinaryConsumerHeartbeat
+from kafkacoord.coordinator.protocol.binary_fetch import BinaryOffsetFetch
 from kafkacoord.coordinator.runtime.shard import Reply, Request
 from kafkacoord.server.services.dispatch import RequestDispatcher
 from kafkacoord.wire import Listener
@@ -30,6 +39,29 @@ COMMIT = g.OffsetCommit(
     topics=[g.CommitTopic(name="t", partitions=[g.CommitPartition(partition=3, offset=41)])],
 )
 
+FETCHED = g.OffsetFetchResponse(
+    topics=[
+        g.FetchedTopic(
+            name="t",
+            partitions=[
+                g.FetchedPartition(partition=3, offset=41, metadata=None, commit_timestamp_ms=7),
+                g.FetchedPartition(partition=4, offset=-1, error=ErrorCode.UNSTABLE_OFFSET_COMMIT),
+            ],
+        )
+    ]
+)
+ASSIGNED = g.ConsumerGroupHeartbeatResponse(
+    member_id="m",
+    member_epoch=5,
+    heartbeat_interval_ms=3000,
+    assignment=[g.HeartbeatTopicPartitions(topic="t", partitions=[0, 2])],
+)
+ANSWERS: dict[str, Body] = {
+    "Heartbeat": Empty(),
+    "OffsetFetch": FETCHED,
+    "ConsumerGroupHeartbeat": ASSIGNED,
+}
+
 
 class Offsets:
     """A group target answering each commit as a shard does (CommitReplies)."""
@@ -42,8 +74,9 @@ class Offsets:
         for _, request in requests:
             self.seen.append(request)
             assert request.ref.channel is not None
-            if request.api == "Heartbeat":
-                request.ref.channel.deliver([Reply(request.ref, "Heartbeat", body=Empty())])
+            if request.api in ANSWERS:
+                reply = Reply(request.ref, request.api, body=ANSWERS[request.api])
+                request.ref.channel.deliver([reply])
                 continue
             body = request.body
             assert isinstance(body, g.OffsetCommit | BinaryOffsetCommit)
@@ -146,3 +179,45 @@ def test_a_heartbeat_goes_binary_and_its_empty_answer_comes_back(
             "m",
             "i",
         )
+
+
+FETCH = g.OffsetFetch(group_id="g", topics=[g.FetchTopic(name="t", partitions=[3, 4])])
+JOIN = g.ConsumerGroupHeartbeat(
+    group_id="g",
+    member_id="m",
+    member_epoch=0,
+    rebalance_timeout_ms=30_000,
+    subscribed_topic_names=["t"],
+    topic_partitions=[],
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "answer", "binary_type"),
+    [(FETCH, FETCHED, BinaryOffsetFetch), (JOIN, ASSIGNED, BinaryConsumerHeartbeat)],
+    ids=["OffsetFetch", "ConsumerGroupHeartbeat"],
+)
+def test_a_fetch_and_a_consumer_heartbeat_go_binary_and_an_older_clients_json_too(
+    served: tuple[str, Offsets], body: Body, answer: Body, binary_type: type
+) -> None:
+    endpoint, offsets = served
+    spec = ALL_APIS[type(body).__name__]
+    with _client(endpoint) as client:
+        assert client.call(0, body, type(answer)) == answer
+    frame = raw_call(endpoint, spec.key, encode_body(body), version=0)
+    assert error_of(frame) is ErrorCode.NONE
+    assert type(answer).model_validate_json(frame.body) == answer  # answered in JSON
+    binary, json = offsets.seen
+    assert type(binary.body) is binary_type and binary.ref.api_version == 1
+    assert type(json.body) is type(body) and json.ref.api_version == 0
+    for request in (binary, json):  # the same request, either way
+        assert _carried(request.body) == _carried(body)
+
+
+def _carried(body: object) -> tuple[object, ...]:
+    if isinstance(body, g.OffsetFetch | BinaryOffsetFetch):
+        assert body.topics is not None
+        return body.group_id, [(t.name, list(t.partitions)) for t in body.topics]
+    assert isinstance(body, g.ConsumerGroupHeartbeat | BinaryConsumerHeartbeat)
+    return (body.group_id, body.member_id, body.member_epoch, body.rebalance_timeout_ms,
+            body.subscribed_topic_names, body.topic_partitions)  # fmt: skip

@@ -332,7 +332,7 @@ def test_fuzzed_requests_leave_the_daemon_serving(live: Live) -> None:
     # Each kind of refusal was exercised, and requests did reach the shards.
     seen = " ".join(tally)
     for words in ("INVALID_REQUEST, open", "INVALID_REQUEST, closed", "NOT_COORDINATOR, open",
-                  "served", "unknown api", "cut short"):  # fmt: skip
+                  "served", "unknown api", "cut short", "binary"):  # fmt: skip
         assert words in seen, tally
     assert live.metric("kafkacoord_requests_refused_total", api="unknown",
                        reason="unknown_api") >= 1  # fmt: skip

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kafkacoord.coordinator.protocol import ErrorCode, encode_body
 from kafkacoord.coordinator.protocol import group_api as api
-from kafkacoord.coordinator.protocol.binary import encode_offset_commit_response
+from kafkacoord.coordinator.protocol.binary_commit import encode_offset_commit_response
 from kafkacoord.coordinator.runtime.shard import Reply, RequestRef
 
 # ((topic, (partition, ...)), ...) in request order.

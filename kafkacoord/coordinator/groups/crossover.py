@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.protocol.binary_consumer import ConsumerHeartbeatRequest
 from kafkacoord.coordinator.runtime.shard import RequestRef, Result
 
 from .classic_group import ClassicGroup
@@ -47,7 +48,7 @@ class Crossover:
         self._classic_members = classic_members
 
     def consumer_heartbeat(
-        self, ref: RequestRef, body: api.ConsumerGroupHeartbeat, now: int
+        self, ref: RequestRef, body: ConsumerHeartbeatRequest, now: int
     ) -> Result:
         classic = self._groups.get(body.group_id)
         if classic is None or body.member_epoch != 0:
@@ -61,7 +62,7 @@ class Crossover:
         return result
 
     def _upgrade(
-        self, ref: RequestRef, body: api.ConsumerGroupHeartbeat, classic: ClassicGroup, now: int
+        self, ref: RequestRef, body: ConsumerHeartbeatRequest, classic: ClassicGroup, now: int
     ) -> Result:
         """The first consumer-protocol member of a classic group with members: the group
         becomes a consumer group, its classic members still speaking the classic protocol

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from kafkacoord.codecs.models import GroupCause, GroupCauseKind, GroupMetadataValue
 from kafkacoord.coordinator.protocol import Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
-from kafkacoord.coordinator.protocol.binary import HeartbeatRequest
+from kafkacoord.coordinator.protocol.binary_commit import HeartbeatRequest
 from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
 from .causes import member_cause

@@ -21,7 +21,8 @@ from kafkacoord.codecs.models import (
 )
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
-from kafkacoord.coordinator.protocol.binary import OffsetCommitRequest
+from kafkacoord.coordinator.protocol.binary_commit import OffsetCommitRequest
+from kafkacoord.coordinator.protocol.binary_fetch import OffsetFetchRequest
 from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
 from .audit import admin_records, is_admin_commit
@@ -165,7 +166,7 @@ class OffsetManager:
 
     # ================================================================= OffsetFetch
 
-    def fetch(self, ref: RequestRef, body: api.OffsetFetch) -> Result:
+    def fetch(self, ref: RequestRef, body: OffsetFetchRequest) -> Result:
         if not body.group_id:
             raise ProtocolError(ErrorCode.INVALID_GROUP_ID, "the group id must not be empty")
         offsets = self.store.group_offsets(body.group_id)

@@ -52,11 +52,10 @@ from kafkacoord.codecs.models import (
 )
 from kafkacoord.coordinator.protocol import GROUP_APIS, Body, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
-from kafkacoord.coordinator.protocol.binary import (
-    BINARY_BODIES,
-    BinaryHeartbeat,
-    BinaryOffsetCommit,
-)
+from kafkacoord.coordinator.protocol.binary import BINARY_BODIES
+from kafkacoord.coordinator.protocol.binary_commit import BinaryHeartbeat, BinaryOffsetCommit
+from kafkacoord.coordinator.protocol.binary_consumer import BinaryConsumerHeartbeat
+from kafkacoord.coordinator.protocol.binary_fetch import BinaryOffsetFetch
 from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result, encode_records
 
 from .admin import GroupAdmin
@@ -290,7 +289,7 @@ class GroupShard:
             if consumer is not None:
                 return self._classic_members.heartbeat(ref, body, consumer, now)
             return self._membership.heartbeat(ref, body, now)
-        if type(body) is api.ConsumerGroupHeartbeat:
+        if type(body) is api.ConsumerGroupHeartbeat or type(body) is BinaryConsumerHeartbeat:
             return self._crossover.consumer_heartbeat(ref, body, now)
         if type(body) is api.JoinGroup:
             return self._crossover.join_group(ref, body, now)
@@ -304,7 +303,7 @@ class GroupShard:
             if consumer is not None:
                 return self._classic_members.leave(ref, body, consumer)
             return self._membership.leave_group(ref, body, now)
-        if type(body) is api.OffsetFetch:
+        if type(body) is api.OffsetFetch or type(body) is BinaryOffsetFetch:
             return self._offsets.fetch(ref, body)
         if type(body) is api.OffsetDelete:
             return self._offsets.delete(ref, body, now)

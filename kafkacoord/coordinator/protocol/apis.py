@@ -78,7 +78,8 @@ CONTROLLER_APIS: Final[dict[str, ApiSpec]] = {
     )
 }
 
-# Heartbeat and OffsetCommit: version 1 has binary bodies (.binary).
+# Heartbeat, OffsetCommit, OffsetFetch and ConsumerGroupHeartbeat: version 1 has binary
+# bodies (.binary).
 GROUP_APIS: Final[dict[str, ApiSpec]] = {
     s.name: s
     for s in (
@@ -87,12 +88,12 @@ GROUP_APIS: Final[dict[str, ApiSpec]] = {
         _spec(12, g.Heartbeat, Empty, max_version=1),
         _spec(13, g.LeaveGroup, g.LeaveGroupResponse),
         _spec(8, g.OffsetCommit, g.OffsetCommitResponse, max_version=1),
-        _spec(9, g.OffsetFetch, g.OffsetFetchResponse),
+        _spec(9, g.OffsetFetch, g.OffsetFetchResponse, max_version=1),
         _spec(47, g.OffsetDelete, g.OffsetDeleteResponse, admin=True, refused_with=_GROUP),
         _spec(16, g.ListGroups, g.ListGroupsResponse),
         _spec(15, g.DescribeGroups, g.DescribeGroupsResponse),
         _spec(42, g.DeleteGroups, g.DeleteGroupsResponse, admin=True, refused_with=_GROUP),
-        _spec(68, g.ConsumerGroupHeartbeat, g.ConsumerGroupHeartbeatResponse),
+        _spec(68, g.ConsumerGroupHeartbeat, g.ConsumerGroupHeartbeatResponse, max_version=1),
         _spec(69, g.ConsumerGroupDescribe, g.ConsumerGroupDescribeResponse),
     )
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kafkacoord.coordinator.groups.commit_replies import CommitReplies, Outcomes
 from kafkacoord.coordinator.protocol import ErrorCode, encode_body
 from kafkacoord.coordinator.protocol import group_api as api
-from kafkacoord.coordinator.protocol.binary import (
+from kafkacoord.coordinator.protocol.binary_commit import (
     decode_offset_commit_response,
     encode_offset_commit_response,
 )

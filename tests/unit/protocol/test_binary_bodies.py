@@ -24,18 +24,20 @@ from kafkacoord.coordinator.protocol import (
 )
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.coordinator.protocol.binary import (
+    decode_body,
+    decode_reply_body,
+    encode_reply_body,
+    encode_request_body,
+)
+from kafkacoord.coordinator.protocol.binary_commit import (
     BinaryHeartbeat,
     BinaryOffsetCommit,
-    decode_body,
     decode_heartbeat,
     decode_offset_commit,
     decode_offset_commit_response,
-    decode_reply_body,
     encode_heartbeat,
     encode_offset_commit,
     encode_offset_commit_response,
-    encode_reply_body,
-    encode_request_body,
 )
 from kafkacoord.coordinator.protocol.types import (
     INT32_MAX,

@@ -21,7 +21,7 @@ from kafkacoord.coordinator.groups.consumer_protocol import (
 from kafkacoord.coordinator.groups.membership import MemberIdFactory, join_error
 from kafkacoord.coordinator.protocol import Empty, ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
-from kafkacoord.coordinator.protocol.binary import HeartbeatRequest
+from kafkacoord.coordinator.protocol.binary_commit import HeartbeatRequest
 from kafkacoord.coordinator.runtime.shard import Reply, RequestRef, Result
 
 from .assignment import from_lists, partitions_of

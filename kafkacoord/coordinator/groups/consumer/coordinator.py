@@ -16,7 +16,7 @@ neither behind.
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,10 @@ from kafkacoord.coordinator.groups.undo import UndoLog
 from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.protocol.base import PUSH_CORRELATION_ID
+from kafkacoord.coordinator.protocol.binary_consumer import (
+    ConsumerHeartbeatRequest,
+    TopicPartitionsRequest,
+)
 from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
 
 from .assignment import EMPTY, Assignment, from_lists, is_subset, to_lists
@@ -171,7 +175,7 @@ class ConsumerGroups:
     def heartbeat(
         self,
         ref: RequestRef,
-        body: api.ConsumerGroupHeartbeat,
+        body: ConsumerHeartbeatRequest,
         now: int,
         *,
         converted: tuple[ConsumerGroup, list[Record]] | None = None,
@@ -279,7 +283,7 @@ class ConsumerGroups:
         )
         self._timers.schedule(session_timer(group_id, member.member_id), now + session_ms)
 
-    def _validate(self, body: api.ConsumerGroupHeartbeat) -> None:
+    def _validate(self, body: ConsumerHeartbeatRequest) -> None:
         def invalid(message: str) -> ProtocolError:
             return ProtocolError(ErrorCode.INVALID_REQUEST, message)
 
@@ -323,7 +327,7 @@ class ConsumerGroups:
     def _assignors(self) -> tuple[str, ...]:
         return tuple(a for a in self.config.consumer_assignors if a in SERVER_ASSIGNORS)
 
-    def _member(self, plan: Plan, body: api.ConsumerGroupHeartbeat) -> tuple[ConsumerMember, bool]:
+    def _member(self, plan: Plan, body: ConsumerHeartbeatRequest) -> tuple[ConsumerMember, bool]:
         """The member the heartbeat speaks for, checking its identity and epoch, and whether
         it joins the group now (a new member, not a static member coming back)."""
         group = plan.group
@@ -446,7 +450,7 @@ class ConsumerGroups:
 
     # ================================================================= leaving and fencing
 
-    def _leave(self, ref: RequestRef, body: api.ConsumerGroupHeartbeat) -> Result:
+    def _leave(self, ref: RequestRef, body: ConsumerHeartbeatRequest) -> Result:
         group = self.groups.get(body.group_id)
         if group is None:
             raise _unknown(body.group_id, body.member_id)
@@ -679,7 +683,7 @@ def _released(before: ConsumerMember, after: ConsumerMember) -> bool:
     return bool(set(before.owned_partitions()) - set(after.owned_partitions()))
 
 
-def _changed_fields(body: api.ConsumerGroupHeartbeat) -> dict[str, object]:
+def _changed_fields(body: ConsumerHeartbeatRequest) -> dict[str, object]:
     """The fields a heartbeat sets; ``None`` (and -1 for the timeout) mean unchanged."""
     changes: dict[str, object] = {}
     if body.instance_id is not None:
@@ -697,7 +701,7 @@ def _changed_fields(body: api.ConsumerGroupHeartbeat) -> dict[str, object]:
     return changes
 
 
-def _owned(items: list[api.HeartbeatTopicPartitions] | None) -> Assignment | None:
+def _owned(items: Sequence[TopicPartitionsRequest] | None) -> Assignment | None:
     if items is None:
         return None
     return from_lists((i.topic, i.partitions) for i in items)
@@ -707,7 +711,7 @@ def _topic_partitions(assignment: Assignment) -> list[api.HeartbeatTopicPartitio
     return [api.HeartbeatTopicPartitions(topic=t, partitions=ps) for t, ps in to_lists(assignment)]
 
 
-def _check_epoch(member: ConsumerMember, body: api.ConsumerGroupHeartbeat) -> None:
+def _check_epoch(member: ConsumerMember, body: ConsumerHeartbeatRequest) -> None:
     """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a stale epoch is fenced, except the
     previous one with a subset of the assignment (the response to it was lost)."""
     received = body.member_epoch
