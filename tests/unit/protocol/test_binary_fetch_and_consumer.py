@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from kafkacoord.coordinator.protocol import GROUP_APIS, ErrorCode, RequestBodyError
+from kafkacoord.coordinator.protocol import GROUP_APIS, Body, ErrorCode, RequestBodyError
 from kafkacoord.coordinator.protocol import group_api as g
 from kafkacoord.coordinator.protocol.binary import (
     BINARY_BODIES,
@@ -25,13 +26,12 @@ from kafkacoord.coordinator.protocol.binary import (
     encode_reply_body,
     encode_request_body,
 )
+from kafkacoord.coordinator.protocol.binary_commit import decode_heartbeat, encode_heartbeat
 from kafkacoord.coordinator.protocol.binary_consumer import (
-    BinaryConsumerHeartbeat,
     decode_consumer_heartbeat,
     encode_consumer_heartbeat,
 )
 from kafkacoord.coordinator.protocol.binary_fetch import (
-    BinaryOffsetFetch,
     decode_offset_fetch,
     encode_offset_fetch,
 )
@@ -62,7 +62,6 @@ def _fields(body: object, like: object) -> object:
 
 # -- OffsetFetch -------------------------------------------------------------------------------
 
-FETCH = GROUP_APIS["OffsetFetch"]
 fetches = st.builds(
     g.OffsetFetch,
     group_id=texts,
@@ -73,38 +72,10 @@ fetches = st.builds(
 )  # fmt: skip
 
 
-@settings(max_examples=300)
-@given(fetches, st.data())
-def test_a_binary_offset_fetch_carries_what_the_json_one_does(
-    body: g.OffsetFetch, data: st.DataObject
-) -> None:
-    encoded = encode_request_body(1, body)
-    decoded = decode_body(FETCH, 1, encoded)
-    assert type(decoded) is BinaryOffsetFetch is BINARY_BODIES["OffsetFetch"]
-    from_json = decode_body(FETCH, 0, encode_request_body(0, body))
-    assert type(from_json) is g.OffsetFetch
-    assert _fields(decoded, body) == _fields(body, body) == _fields(from_json, body)
-    cut = data.draw(st.integers(0, len(encoded) - 1))
-    with pytest.raises(RequestBodyError, match="malformed OffsetFetch body") as refused:
-        decode_offset_fetch(encoded[:cut])
-    assert refused.value.malformed
-
-
 def test_a_null_topic_list_is_not_an_empty_one() -> None:
     every = decode_offset_fetch(encode_offset_fetch(g.OffsetFetch(group_id="g")))
     none = decode_offset_fetch(encode_offset_fetch(g.OffsetFetch(group_id="g", topics=[])))
     assert every.topics is None and none.topics == []
-
-
-@settings(max_examples=500)
-@given(st.binary(max_size=60))
-def test_any_bytes_decode_as_an_offset_fetch_or_are_refused(data: bytes) -> None:
-    try:
-        decoded = decode_offset_fetch(data)
-    except RequestBodyError as exc:
-        assert exc.code is ErrorCode.INVALID_REQUEST
-        return
-    assert encode_offset_fetch(decoded) == data  # nothing was read loosely
 
 
 def _raw_fetch(count: int) -> bytes:
@@ -153,7 +124,6 @@ def test_an_offset_fetch_reply_round_trips(topics: list[g.FetchedTopic]) -> None
 
 # -- ConsumerGroupHeartbeat --------------------------------------------------------------------
 
-CONSUMER = GROUP_APIS["ConsumerGroupHeartbeat"]
 owned = st.lists(
     st.builds(g.HeartbeatTopicPartitions, topic=texts, partitions=st.lists(int32s, max_size=4)),
     max_size=3,
@@ -173,33 +143,6 @@ consumer_heartbeats = st.builds(
     client_id=texts,
     client_host=texts,
 )
-
-
-@settings(max_examples=300)
-@given(consumer_heartbeats, st.data())
-def test_a_binary_consumer_heartbeat_carries_what_the_json_one_does(
-    body: g.ConsumerGroupHeartbeat, data: st.DataObject
-) -> None:
-    encoded = encode_request_body(1, body)
-    decoded = decode_body(CONSUMER, 1, encoded)
-    assert type(decoded) is BinaryConsumerHeartbeat is BINARY_BODIES["ConsumerGroupHeartbeat"]
-    from_json = decode_body(CONSUMER, 0, encode_request_body(0, body))
-    assert _fields(decoded, body) == _fields(body, body) == _fields(from_json, body)
-    cut = data.draw(st.integers(0, len(encoded) - 1))
-    with pytest.raises(RequestBodyError, match="malformed ConsumerGroupHeartbeat body") as refused:
-        decode_consumer_heartbeat(encoded[:cut])
-    assert refused.value.malformed
-
-
-@settings(max_examples=500)
-@given(st.binary(max_size=80))
-def test_any_bytes_decode_as_a_consumer_heartbeat_or_are_refused(data: bytes) -> None:
-    try:
-        decoded = decode_consumer_heartbeat(data)
-    except RequestBodyError as exc:
-        assert exc.code is ErrorCode.INVALID_REQUEST
-        return
-    assert encode_consumer_heartbeat(decoded) == data
 
 
 @settings(max_examples=200)
@@ -227,3 +170,47 @@ def test_a_broken_consumer_heartbeat_is_malformed(
     with pytest.raises(RequestBodyError, match=reason) as refused:
         decode_consumer_heartbeat(mangle(encode_consumer_heartbeat(body)))
     assert refused.value.malformed
+
+
+# -- both, and Heartbeat -----------------------------------------------------------------------
+
+REQUESTS: dict[str, st.SearchStrategy[Body]] = {
+    "OffsetFetch": fetches,
+    "ConsumerGroupHeartbeat": consumer_heartbeats,
+}
+CODECS: dict[str, tuple[Callable[[bytes], object], Callable[[Any], bytes]]] = {
+    "Heartbeat": (decode_heartbeat, encode_heartbeat),
+    "OffsetFetch": (decode_offset_fetch, encode_offset_fetch),
+    "ConsumerGroupHeartbeat": (decode_consumer_heartbeat, encode_consumer_heartbeat),
+}
+
+
+@pytest.mark.parametrize("api", sorted(REQUESTS))
+@settings(max_examples=300)
+@given(data=st.data())
+def test_a_binary_body_carries_what_the_json_one_does(api: str, data: st.DataObject) -> None:
+    spec = GROUP_APIS[api]
+    body = data.draw(REQUESTS[api])
+    encoded = encode_request_body(1, body)
+    decoded = decode_body(spec, 1, encoded)
+    assert type(decoded) is BINARY_BODIES[api]
+    from_json = decode_body(spec, 0, encode_request_body(0, body))
+    assert type(from_json) is type(body)
+    assert _fields(decoded, body) == _fields(body, body) == _fields(from_json, body)
+    cut = data.draw(st.integers(0, len(encoded) - 1))
+    with pytest.raises(RequestBodyError, match=f"malformed {api} body") as refused:
+        decode_body(spec, 1, encoded[:cut])
+    assert refused.value.malformed
+
+
+@pytest.mark.parametrize("api", sorted(CODECS))
+@settings(max_examples=500)
+@given(data=st.binary(max_size=80))
+def test_any_bytes_decode_or_are_refused(api: str, data: bytes) -> None:
+    decode, encode = CODECS[api]
+    try:
+        decoded = decode(data)
+    except RequestBodyError as exc:
+        assert exc.code is ErrorCode.INVALID_REQUEST
+        return
+    assert encode(decoded) == data  # nothing was read loosely
