@@ -222,8 +222,11 @@ def join_group(cfg: dict[str, Any], topic: str, group: str) -> list[int]:
     try:
         while not assigned and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is not None:
-                raise KafkaException(msg.error())
+            error = None if msg is None else msg.error()
+            # A topic just created may not be in every broker's metadata yet: the election
+            # polls on through that, as here; any other error (a refusal) is the answer.
+            if error is not None and error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise KafkaException(error)
     finally:
         consumer.close()
     return assigned

@@ -2,10 +2,11 @@
 campaign's checker must catch.
 
 When a group shard leaves this daemon (its leadership moved on), the daemon keeps a copy
-of the shard's offsets and answers every later OffsetFetch for that shard from the copy
-instead of NOT_COORDINATOR: a coordinator answering from memory after losing its shard.
-A client whose routes still name this daemon then reads offsets older than ones already
-acknowledged by the new leader, which the checker reports as stale reads.
+of the shard's offsets and answers every later OffsetFetch for that shard (JSON or
+binary) from the copy instead of NOT_COORDINATOR: a coordinator answering from memory
+after losing its shard. A client whose routes still name this daemon then reads offsets
+older than ones already acknowledged by the new leader, which the checker reports as
+stale reads.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from kafkacoord.coordinator.groups.offset_manager import OffsetManager
 from kafkacoord.coordinator.groups.shard import GroupShard
 from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.protocol.binary_fetch import BinaryOffsetFetch
 from kafkacoord.coordinator.runtime.shard import Request, send_replies
 from kafkacoord.server.services.groups import GroupService
 from tests.failures.patching import require_sources
@@ -45,7 +47,7 @@ def install() -> None:
             if (
                 ghost is not None
                 and partition not in self.hosts
-                and isinstance(request.body, api.OffsetFetch)
+                and isinstance(request.body, api.OffsetFetch | BinaryOffsetFetch)
             ):
                 send_replies(ghost.fetch(request.ref, request.body).replies)
             else:
