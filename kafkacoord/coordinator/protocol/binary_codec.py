@@ -18,10 +18,8 @@ from .types import LIST_MAX
 
 __all__ = [
     "BINARY_VERSION",
-    "I8",
     "I16",
     "I32",
-    "I64",
     "NULL_ARRAY",
     "Reader",
     "int32_array",
@@ -34,10 +32,9 @@ __all__ = [
 BINARY_VERSION: Final = 1
 """The api version whose bodies are binary; version 0 is JSON."""
 
-I8: Final = Struct(">b")
+_I8: Final = Struct(">b")
 I16: Final = Struct(">h")
 I32: Final = Struct(">i")
-I64: Final = Struct(">q")
 NULL_ARRAY: Final = I32.pack(-1)
 _NULL: Final = I16.pack(-1)
 _STRING_MAX: Final = 32_767
@@ -129,11 +126,8 @@ class Reader:
     def int32(self, field: str) -> int:
         return int(I32.unpack_from(self.buf, self.take(4, field))[0])
 
-    def int64(self, field: str) -> int:
-        return int(I64.unpack_from(self.buf, self.take(8, field))[0])
-
     def boolean(self, field: str) -> bool:
-        value = int(I8.unpack_from(self.buf, self.take(1, field))[0])
+        value = int(_I8.unpack_from(self.buf, self.take(1, field))[0])
         if value not in {0, 1}:
             raise malformed(self.api, f"{field}: boolean byte {value}")
         return value == 1
