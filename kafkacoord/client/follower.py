@@ -166,19 +166,23 @@ class MetadataFollower:
         try:
             probe.assign([TopicPartition(self.topic, 0, offset)])
             started = time.monotonic()
+            rewound = False
             while not self._closing.is_set() and time.monotonic() - started < _CHECK_S:
                 msg = probe.poll(0.2)
                 if msg is None:
-                    # tansu answers a fetch past its log with nothing, so ask where it ends
-                    # (its answer may fall short of the end, never past it).
-                    if (
-                        time.monotonic() - started > 1
-                        and 0 <= _listed_end(probe, self.topic) <= offset
-                    ):
-                        return False
+                    # tansu answers a fetch past its log with nothing, and its listed end
+                    # may fall short of the true end: so a listed end at or before the
+                    # offset proves nothing. Read up to the offset from a record it lists.
+                    if not rewound and time.monotonic() - started > 1:
+                        end = _listed_end(probe, self.topic)
+                        if 0 <= end <= offset:
+                            rewound = True
+                            probe.assign([TopicPartition(self.topic, 0, max(end - 1, 0))])
                     continue
                 error = msg.error()
                 if error is None:
+                    if cast(int, msg.offset()) < offset:
+                        continue  # read from before it, after a rewind
                     return _seen(msg) == seen
                 if error.code() == KafkaError._PARTITION_EOF:
                     return False  # nothing visible at the offset: ended before, or aborted
