@@ -50,6 +50,7 @@ MODULES: tuple[str, ...] = (
     "kafkacoord.coordinator.groups.scheduling",
     "kafkacoord.coordinator.groups.shard",
     "kafkacoord.codecs.avro_binary",
+    "kafkacoord.codecs.batch_size",
     "kafkacoord.codecs.offset_commit_codec",
     "kafkacoord.codecs.records",
     "kafkacoord.storage.cache",

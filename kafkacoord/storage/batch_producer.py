@@ -10,7 +10,9 @@ or a loop another component runs; the daemon's group shards share the listener's
 
 - Every batch queued for a broker while a request to it is in flight goes into the
   next request: one produce request for every partition (group commit without a
-  linger), each partition's batches merged into one record batch.
+  linger), each partition's batches merged into one record batch as long as it stays
+  under :data:`~kafkacoord.codecs.batch_size.MAX_BATCH_BYTES`; the rest wait for the
+  next request, so that batches the broker takes one by one are not refused together.
 - Sequence numbers make the broker drop a duplicate and refuse a gap, as with any
   idempotent producer. There are no retries: an append that failed, or whose
   outcome is unknown, fails its partition for good in this session (later appends
@@ -34,6 +36,7 @@ from typing import Any, TypeVar
 import structlog
 from confluent_kafka import KafkaException
 
+from kafkacoord.codecs.batch_size import BATCH_OVERHEAD_BYTES, MAX_BATCH_BYTES, records_bytes
 from kafkacoord.loops import new_event_loop
 from kafkacoord.threads import spawn
 
@@ -390,23 +393,31 @@ class ProducerSession:
 
     def _build(self, connection: _Connection) -> tuple[_Request, bytes]:
         """Every waiting append, merged per partition into one batch (Kafka takes one
-        batch per partition per request); one with other headers waits for the next."""
+        batch per partition per request); one with other headers, or with no room left
+        in its partition's batch, waits for the next."""
         merged: dict[TopicPartition, list[tuple[_Append, int]]] = {}
         counts: dict[TopicPartition, int] = {}
+        sizes: dict[TopicPartition, int] = {}
         later: deque[_Append] = deque()
         deferred: set[TopicPartition] = set()
         for item in connection.waiting:
             key = item.partition
             parts = merged.get(key)
-            if key in deferred or (parts and parts[0][0].headers != item.headers):
+            size = records_bytes(item.records)
+            if key in deferred or (
+                parts and (parts[0][0].headers != item.headers
+                           or sizes[key] + size > MAX_BATCH_BYTES - BATCH_OVERHEAD_BYTES)
+            ):  # fmt: skip
                 deferred.add(key)  # and everything after it, to keep the partition's order
                 later.append(item)
                 continue
             if parts is None:
                 parts = merged[key] = []
+                sizes[key] = 0
             start = counts.get(key, 0)
             parts.append((item, start))
             counts[key] = start + len(item.records)
+            sizes[key] += size
         connection.waiting = later
         now_ms = int(time.time() * 1000)
         topics: dict[str, list[tuple[int, bytes]]] = {}

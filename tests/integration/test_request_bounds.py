@@ -99,6 +99,17 @@ class Live:
         )
         assert created.assignment == {0: [DAEMON]}
 
+    def metric_total(self, name: str) -> float:
+        """``name`` summed over every label."""
+        with urllib.request.urlopen(f"{self.metrics_url}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == name
+        )
+
     def metric(self, name: str, **labels: str) -> float:
         with urllib.request.urlopen(f"{self.metrics_url}/metrics", timeout=10) as response:
             text = response.read().decode()
@@ -244,6 +255,66 @@ def test_an_out_of_range_commit_is_refused_and_its_shard_serves_on(live: Live, c
     assert live.metric("kafkacoord_requests_refused_total", api="OffsetCommit",
                        reason="out_of_range") >= 1  # fmt: skip
     assert live.cluster.alive(DAEMON)
+
+
+def _wide_commit(group: str, partitions: int) -> g.OffsetCommit:
+    parts = [g.CommitPartition(partition=p, offset=p) for p in range(partitions)]
+    return g.OffsetCommit(group_id=group, topics=[g.CommitTopic(name="wide", partitions=parts)])
+
+
+def test_a_commit_too_large_for_one_batch_is_refused_and_its_shard_serves_on(
+    live: Live,
+) -> None:
+    """20,000 partitions in one commit: about 1.3 MB of records, more than the broker takes
+    in one batch. It used to reach the broker, fail the shard's append and reload the
+    shard, and its client retried the NOT_COORDINATOR it got until its timeout."""
+    shard = 0
+    group = groups_on_shard("wide-", shard, PARTITIONS)[0]
+    restarts = live.metric_total("kafkacoord_shard_restarts_total")
+    started = time.monotonic()
+    with pytest.raises(RequestError) as refused:
+        live.channel.call(shard, _wide_commit(group, 20_000), g.OffsetCommitResponse)
+    took = time.monotonic() - started
+    assert refused.value.code is ErrorCode.INVALID_COMMIT_OFFSET_SIZE, refused.value
+    assert "send fewer partitions" in (refused.value.message or "")
+    assert took < 5.0  # answered once, not retried
+    fetched = live.channel.call(
+        shard,
+        g.OffsetFetch(group_id=group, topics=[g.FetchTopic(name="wide", partitions=[0])]),
+        g.OffsetFetchResponse,
+    )
+    assert [p.offset for t in fetched.topics for p in t.partitions] == [-1]  # nothing kept
+    live.canary(shard)
+    assert live.metric_total("kafkacoord_shard_restarts_total") == restarts
+
+
+def test_commits_that_fit_one_batch_each_but_not_together_are_all_taken(live: Live) -> None:
+    """Three commits of 7,000 partitions, sent together on one connection: each fits one
+    batch, all three do not. Each is appended in a batch the broker takes."""
+    shard = 1
+    groups = groups_on_shard("wide-together-", shard, PARTITIONS, count=3)
+    restarts = live.metric_total("kafkacoord_shard_restarts_total")
+    raw = Raw(live.endpoint)
+    try:
+        frames = b"".join(
+            encode_request(
+                RequestHeader(ALL_APIS["OffsetCommit"].key, 0, i, shard, raw.client_id),
+                encode_body(_wide_commit(group, 7_000)),
+            )
+            for i, group in enumerate(groups)
+        )
+        assert raw.send(frames)
+        answers = [raw.read(CANARY_TIMEOUT_S) for _ in groups]
+    finally:
+        raw.close()
+    assert [(a.correlation_id, a.error_code) for a in answers if a is not None] == [
+        (i, ErrorCode.NONE) for i in range(len(groups))
+    ]
+    for group in groups:
+        fetched = live.channel.call(shard, g.OffsetFetch(group_id=group), g.OffsetFetchResponse)
+        assert sorted(p.offset for t in fetched.topics for p in t.partitions) == list(range(7_000))
+    live.canary(shard)
+    assert live.metric_total("kafkacoord_shard_restarts_total") == restarts
 
 
 def _decoded(key: bytes, value: bytes | None) -> tuple[OffsetCommitKey, OffsetCommitValue] | None:

@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Final
 
+from kafkacoord.codecs.batch_size import BATCH_OVERHEAD_BYTES, MAX_BATCH_BYTES, record_bytes
 from kafkacoord.codecs.models import (
     GroupAdminKey,
     GroupCause,
@@ -268,6 +269,8 @@ class GroupShard:
         try:
             result = self._dispatch(request, now_ms)
             encode_records(result.records)  # a value no record can hold fails here, alone
+            if result.records:
+                _check_fits_one_batch(request.api, result.records)
         except ProtocolError as exc:
             undo.rollback()
             return Result(replies=[_error_reply(request, exc.code, exc.message)])
@@ -320,6 +323,32 @@ class GroupShard:
 
 def _refused(request: Request, code: ErrorCode, message: str) -> Result:
     return Result(replies=[Reply(request.ref, request.api, code, None, message)])
+
+
+# A handler's records go out in one batch: more than fit one are refused before they replay.
+_MAX_RECORDS_BYTES: Final = MAX_BATCH_BYTES - BATCH_OVERHEAD_BYTES
+
+
+def _check_fits_one_batch(api_name: str, records: list[Record]) -> None:
+    """ProtocolError if ``records`` (encoded) cannot fit one batch the broker takes: for
+    OffsetCommit INVALID_COMMIT_OFFSET_SIZE, as Kafka answers a commit whose append is too
+    large; for any other request UNKNOWN_SERVER_ERROR, as Kafka's coordinator does."""
+    size = 0
+    for record in records:
+        assert record.raw is not None  # encode_records made it
+        size += record_bytes(record.raw)
+    if size <= _MAX_RECORDS_BYTES:
+        return
+    code = (
+        ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+        if api_name == "OffsetCommit"
+        else ErrorCode.UNKNOWN_SERVER_ERROR
+    )
+    raise ProtocolError(
+        code,
+        f"{api_name} would write {len(records)} records of up to {size} bytes, more than one "
+        f"batch of {MAX_BATCH_BYTES} bytes holds; send fewer partitions in each request",
+    )
 
 
 def _error_reply(request: Request, code: ErrorCode, message: str | None) -> Reply:

@@ -8,6 +8,10 @@ run and its replies are released. While the pipeline is full, steps keep adding 
 next batch. Within a processor's :class:`~.turn.Turn` a batch joins the turn's append
 barrier and durable batches are staged into the turn's one cache write.
 
+A batch holds at most what one record batch the broker takes can (:data:`MAX_BATCH_BYTES`):
+the handled results of many steps are cut into batches at a result's edge, so that no
+result is split and none is refused for the company it came in.
+
 A failed append loses its batch and every one after it: their replies are answered
 with the host's ``unavailable`` error and the shard must be reloaded
 (:attr:`AppendPipeline.reload_needed`); a fenced writer is raised, as the host stops.
@@ -24,6 +28,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from kafkacoord.codecs.batch_size import BATCH_OVERHEAD_BYTES, MAX_BATCH_BYTES, record_bytes
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.storage.cache import Change
 from kafkacoord.storage.errors import AppendError
@@ -31,11 +36,13 @@ from kafkacoord.storage.errors import AppendError
 from .host_parts import HostParts, HostStats
 from .observer import HostObserver
 from .reply_cache import ReplyCache
-from .shard import RawRecord, Reply, ReplySink, Result, raw_records
+from .shard import RawRecord, Reply, ReplySink, Result, encode_records, raw_records
 from .turn import Turn
 from .writer import ShardWriter, WriterFencedError
 
 log = structlog.get_logger(__name__)
+
+_MAX_RECORDS_BYTES = MAX_BATCH_BYTES - BATCH_OVERHEAD_BYTES
 
 
 @dataclass(slots=True)
@@ -102,17 +109,29 @@ class AppendPipeline:
         self._unavailable = unavailable
         self._max_inflight = max_inflight
         self._open = Result()  # handled, replayed, not yet sent to the writer
+        self._open_bytes = 0  # the most the open batch's records take in a record batch
+        self._sealed: deque[Result] = deque()  # full batches waiting to be sent, oldest first
         self._inflight: deque[_Pending] = deque()
         self._wake = threading.Event()  # an append finished: for flush()
 
     @property
     def unanswered(self) -> bool:
         """Whether anything handled is not answered yet."""
-        return bool(self._open or self._inflight)
+        return bool(self._open or self._sealed or self._inflight)
 
     def add(self, result: Result) -> None:
-        """A handled (and replayed) result: it goes out with the next batch."""
+        """A handled (and replayed) result: it goes out with the next batch, or starts
+        one of its own if the open batch has no room for its records."""
+        size = 0
+        if result.records:
+            encode_records(result.records)  # as replayed; a no-op unless made elsewhere
+            for record in result.records:
+                size += record_bytes(record.raw)  # type: ignore[arg-type]
+            if self._open.records and self._open_bytes + size > _MAX_RECORDS_BYTES:
+                self._sealed.append(self._open)
+                self._open, self._open_bytes = Result(), 0
         self._open.extend(result)
+        self._open_bytes += size
 
     def pump(self, turn: Turn | None = None) -> None:
         """Answer what finished, send what is open (a writer may finish it at once), again."""
@@ -138,9 +157,11 @@ class AppendPipeline:
 
     def drop(self) -> list[Reply]:
         """Forget every append not answered yet (they may still land): their replies."""
-        replies = [r for p in self._inflight for r in p.result.replies] + self._open.replies
+        replies = [r for p in self._inflight for r in p.result.replies]
+        replies += [r for sealed in self._sealed for r in sealed.replies] + self._open.replies
         self._inflight.clear()
-        self._open = Result()
+        self._sealed.clear()
+        self._open, self._open_bytes = Result(), 0
         return replies
 
     def close_writer(self) -> None:
@@ -148,17 +169,24 @@ class AppendPipeline:
             self.writer.close()
 
     def _submit_open(self, turn: Turn | None) -> None:
-        """Send what the handlers produced since the last append, if the pipeline has room.
+        """Send what the handlers produced since the last append, batch by batch, while
+        the pipeline has room.
 
         A step with only replies still queues behind the appends before it: its
         replies may read state those appends have not made durable yet.
         """
-        if not self._open or len(self._inflight) >= self._max_inflight:
-            return
-        if turn is not None and not turn.may_append and self._open.records:
-            turn.hold(self._owner)  # an earlier group is in flight: these join the next one
-            return
-        result, self._open = self._open, Result()
+        while (self._sealed or self._open) and len(self._inflight) < self._max_inflight:
+            result = self._sealed[0] if self._sealed else self._open
+            if turn is not None and not turn.may_append and result.records:
+                turn.hold(self._owner)  # an earlier group is in flight: these join the next one
+                return
+            if self._sealed:
+                self._sealed.popleft()
+            else:
+                self._open, self._open_bytes = Result(), 0
+            self._submit(result, turn)
+
+    def _submit(self, result: Result, turn: Turn | None) -> None:
         pending = _Pending(result, time.monotonic())
         self._inflight.append(pending)
         if not result.records:

@@ -326,3 +326,35 @@ def test_a_members_commit_is_not_audited() -> None:
     mark = len(d.log)
     d.call(commit_body(G, {("t", 0): 5}, member_id=m.member_id, generation=m.generation))
     assert [type(r.key) for r in d.log[mark:]] == [OffsetCommitKey]
+
+
+# ------------------------------------------------------------------ one batch at most
+
+
+def test_a_commit_whose_records_cannot_fit_one_batch_is_refused_alone() -> None:
+    """The broker refuses a batch over its max.message.bytes, and a refused append costs
+    the shard its session: such a commit is refused before anything replays, with the
+    error Kafka gives it, and the shard serves on."""
+    d = Driver()
+    assert d.call(commit_body(G, {("t", 0): 5})).error is ErrorCode.NONE
+    logged = list(d.log)
+    metadata = "m" * 4_000
+    # 300 partitions of 4 kB metadata: 1.2 MB of records, more than one batch holds.
+    too_large = commit_body("big", {("t", p): p for p in range(300)}, metadata=metadata)
+    reply = d.call(too_large)
+    assert reply.error is ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    assert not reply.error.retriable
+    assert "send fewer partitions" in (reply.message or "")
+    assert d.log == logged  # nothing written
+    unknown = fetch(d, "big", {"t": [0, 299]})
+    assert [p.offset for p in unknown.values()] == [-1, -1]  # nothing replayed
+    # A reset of the same size, with its audit record, the same.
+    reset = commit_body("big", {("t", p): p for p in range(300)}, metadata=metadata, reset=True)
+    assert d.call(reset).error is ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    assert d.log == logged
+    # Under the limit is taken: 200 such partitions, about 0.8 MB.
+    fits = commit_body("big", {("t", p): p for p in range(200)}, metadata=metadata)
+    assert set(partition_errors(d.call(fits)).values()) == {ErrorCode.NONE}
+    assert len(d.log) == len(logged) + 200
+    assert d.call(commit_body(G, {("t", 0): 6})).error is ErrorCode.NONE
+    assert fetch(d)[("t", 0)].offset == 6
