@@ -21,6 +21,32 @@ from .base import GroupChannel
 # Partitions per admin OffsetCommit: an encoded partition takes about 66 bytes, so a
 # chunk stays well under the listener's 1 MiB request limit (socket.request.max.bytes).
 RESET_CHUNK_PARTITIONS = 5_000
+# What a chunk's records may take, about: its offset records and its audit record name the
+# group and the topic of each partition, and the coordinator refuses a commit whose records
+# do not fit one batch (INVALID_COMMIT_OFFSET_SIZE), so long names make chunks smaller.
+RESET_CHUNK_BYTES = 950_000
+# A partition's share of a chunk's records besides its names: offsets, timestamps, the
+# record and batch framing.
+_PARTITION_BYTES = 120
+
+
+def reset_chunks(
+    group: str, offsets: Mapping[TopicPartition, int]
+) -> list[list[tuple[TopicPartition, int]]]:
+    """``offsets`` in order, cut into admin commits each under both limits above."""
+    chunks: list[list[tuple[TopicPartition, int]]] = []
+    chunk: list[tuple[TopicPartition, int]] = []
+    size, named = 0, len(group.encode())
+    for item in sorted(offsets.items()):
+        cost = named + 2 * len(item[0][0].encode()) + _PARTITION_BYTES
+        if chunk and (len(chunk) >= RESET_CHUNK_PARTITIONS or size + cost > RESET_CHUNK_BYTES):
+            chunks.append(chunk)
+            chunk, size = [], 0
+        chunk.append(item)
+        size += cost
+    if chunk:
+        chunks.append(chunk)
+    return chunks
 
 
 def _by_topic(partitions: Collection[TopicPartition]) -> list[g.FetchTopic]:
@@ -125,13 +151,11 @@ class GroupAdmin:
         on_progress: Callable[[int], None] | None = None,
     ) -> dict[TopicPartition, ErrorCode]:
         """Commit as an admin (generation -1): the coordinator allows it only while the
-        group is empty, as Kafka does. Sent in chunks of ``RESET_CHUNK_PARTITIONS``, each
+        group is empty, as Kafka does. Sent in chunks (:func:`reset_chunks`), each
         reported to ``on_progress`` once answered; a chunk refused (the group gained a
         member meanwhile) answers for its own partitions only."""
         errors: dict[TopicPartition, ErrorCode] = {}
-        ordered = sorted(offsets.items())
-        for start in range(0, len(ordered), RESET_CHUNK_PARTITIONS):
-            chunk = ordered[start : start + RESET_CHUNK_PARTITIONS]
+        for chunk in reset_chunks(group, offsets):
             errors |= self._commit_as_admin(group, chunk)
             if on_progress is not None:
                 on_progress(len(chunk))

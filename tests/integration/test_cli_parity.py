@@ -314,6 +314,7 @@ def test_a_request_over_the_frame_limit_is_refused_at_once_with_the_reason(
     # the listener answers why and closes the connection; the client raises that answer
     # at once instead of retrying until its timeout.
     monkeypatch.setattr(group_admin, "RESET_CHUNK_PARTITIONS", 100_000)
+    monkeypatch.setattr(group_admin, "RESET_CHUNK_BYTES", 100_000_000)
     offsets = {(f"{parity.prefix}huge", p): 1 for p in range(80_000)}
     with parity.admin() as admin:
         started = time.monotonic()
