@@ -71,9 +71,10 @@ def py_spy(pid: int, path: str, seconds: float | None = None) -> subprocess.Pope
 
 def perf_record(pid: int, path: str, seconds: float) -> subprocess.Popen[bytes]:
     """Linux perf samples ``pid`` (every thread, kernel included) for ``seconds``: where
-    py-spy sees only "in the event loop", perf tells syscalls from the interpreter."""
+    py-spy sees only "in the event loop", perf tells syscalls from the interpreter. DWARF
+    call graphs, since libpython keeps no frame pointers to walk."""
     return subprocess.Popen(
-        ["perf", "record", "-F", "999", "-g", "-p", str(pid), "-o", path,
+        ["perf", "record", "-F", "499", "--call-graph", "dwarf,16384", "-p", str(pid), "-o", path,
          "--", "sleep", str(seconds)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

@@ -21,6 +21,8 @@ Also measured, to show where the time goes (all on the same cores):
 - broker_cpu_ms:       the broker's CPU per raw append, per kafkacoord commit and per
                        native commit
 - broker_cpu_ratio:    the broker's CPU per kafkacoord commit / its CPU per raw append
+- cpu_ratio_native:    daemon plus broker CPU per kafkacoord commit / the broker's CPU per
+                       commit of its own (classic) coordinator
 - daemon_us_per_commit: the daemon's CPU per commit at peak, in microseconds
 - daemon_threads_us:   the same, per thread (librdkafka's own threads show as native-<tid>)
 - latency_curve:       p50/p99 and CPU per commit with load paced at an eighth and a
@@ -354,6 +356,9 @@ def measure_round(
         "ratio_raw": round(peak / raw, 3),
         "ratio_native": round(peak / native, 3),
         "broker_cpu_ratio": round(cpu_per_commit["broker"] / max(raw_broker, 1e-9), 2),
+        "cpu_ratio_native": round(
+            (cpu_per_commit["daemon"] + cpu_per_commit["broker"]) / max(native_broker, 1e-9), 2
+        ),
         "daemon_us_per_commit": round(cpu_per_commit["daemon"] * 1000, 1),
         "cpu_ms_per_commit": cpu_per_commit,
         "broker_cpu_ms": {
@@ -377,7 +382,7 @@ def measure_round(
 # The figures taken every round: the result gives their median, every run and the spread.
 REPEATED = (
     "raw_rate", "commit_rate", "p50_ms", "p99_ms", "native_commit_rate", "ratio_raw",
-    "ratio_native", "broker_cpu_ratio", "daemon_us_per_commit",
+    "ratio_native", "broker_cpu_ratio", "cpu_ratio_native", "daemon_us_per_commit",
     "native_consumer_protocol_rate", "ratio_native_consumer_protocol",
 )  # fmt: skip
 
