@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from kafkacoord.codecs.batch_size import BATCH_OVERHEAD_BYTES, MAX_BATCH_BYTES, record_bytes
 from kafkacoord.codecs.models import (
     AdminOffset,
     AvroModel,
@@ -23,7 +24,13 @@ from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.protocol.binary_commit import OffsetCommitRequest
 from kafkacoord.coordinator.protocol.binary_fetch import OffsetFetchRequest
-from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result
+from kafkacoord.coordinator.runtime.shard import (
+    Record,
+    Reply,
+    RequestRef,
+    Result,
+    encode_records,
+)
 
 from .audit import admin_records, is_admin_commit
 from .classic_group import ClassicGroup
@@ -53,6 +60,40 @@ from .undo import UndoLog
 __all__ = ["OffsetManager"]
 
 _INT64_MAX: Final = 2**63 - 1
+# An expiry run's records go out in one batch; what does not fit expires in the next run,
+# this soon after (tombstones replay at once, so that run starts where this one stopped).
+_EXPIRY_AGAIN_MS: Final = 1
+
+
+class _ExpiryRun:
+    """The records of one expiry run, up to what one batch holds."""
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.cut = False  # some expired record did not fit: run again soon
+        self._room = MAX_BATCH_BYTES - BATCH_OVERHEAD_BYTES
+
+    def add(self, records: list[Record]) -> bool:
+        """Take ``records`` whole if they fit; False (and a cut run) if not."""
+        if self.cut:
+            return False
+        encode_records(records)
+        size = 0
+        for record in records:
+            size += record_bytes(record.raw)  # type: ignore[arg-type]
+        if size > self._room:
+            self.cut = True
+            return False
+        self._room -= size
+        self.records.extend(records)
+        return True
+
+    def tombstones(self, group_id: str, expired: list[TopicPartition]) -> bool:
+        """Each expired offset's tombstone, as many as fit; True if all did."""
+        for topic, partition in expired:
+            if not self.add([offset_commit_tombstone(group_id, topic, partition)]):
+                return False
+        return True
 
 
 class OffsetManager:
@@ -247,39 +288,45 @@ class OffsetManager:
 
     def expire(self, now: int) -> Result:
         """The periodic expiry (KIP-211, :mod:`.offsets`): tombstones for expired offsets,
-        and for a group left empty with no offsets."""
-        records: list[Record] = []
+        and for a group left empty with no offsets. A run writes what one batch holds (a
+        batch the broker refused would cost the shard its session) and the next run, a
+        moment later, goes on."""
+        run = _ExpiryRun()
         for group_id in sorted(set(self._consumer.groups)):
-            records.extend(self._expire_consumer_group(group_id, now))
+            if not self._expire_consumer_group(group_id, now, run):
+                break
         retention = self.config.offsets_retention_ms
         for group_id in sorted(set(self._groups) | set(self.store.group_ids())):
+            if run.cut:
+                break
             if group_id in self._consumer.groups:
                 continue
             group = self._groups.get(group_id)
             offsets = self.store.group_offsets(group_id)
             expired = expired_partitions(offsets, now, retention, expiration_policy(group))
-            records.extend(
-                offset_commit_tombstone(group_id, topic, partition) for topic, partition in expired
-            )
             if (
-                group is None
+                not run.tombstones(group_id, expired)
+                or group is None
                 or len(expired) != len(offsets)
                 or not group.is_empty
                 or group.pending_members
             ):
                 continue
             if offsets or group.persisted is not None:
-                records.append(group_metadata_tombstone(group_id))
+                run.add([group_metadata_tombstone(group_id)])
             else:
                 # Never durable (e.g. a join that never completed): just forget it.
                 self._undo.pop(self._groups, group_id)
-        self.schedule_expiry(now)
-        return Result(records=records)
+        if run.cut:
+            self._timers.schedule(EXPIRATION_TIMER, now + _EXPIRY_AGAIN_MS)
+        else:
+            self.schedule_expiry(now)
+        return Result(records=run.records)
 
-    def _expire_consumer_group(self, group_id: str, now: int) -> list[Record]:
+    def _expire_consumer_group(self, group_id: str, now: int, run: _ExpiryRun) -> bool:
         """Kafka's rule for consumer groups: offsets of topics the group subscribes to are
         kept; the others expire from their commit. An empty group whose offsets are all gone
-        goes too."""
+        goes too. False if the run had no room for all of it."""
         group = self._consumer.groups[group_id]
         offsets = self.store.group_offsets(group_id)
         subscribed = {t for t, _ in offsets if group.is_subscribed_to(t, self._consumer.topics)}
@@ -287,10 +334,11 @@ class OffsetManager:
         expired = expired_partitions(
             candidates, now, self.config.offsets_retention_ms, ExpirationPolicy()
         )
-        records = [offset_commit_tombstone(group_id, t, p) for t, p in expired]
+        if not run.tombstones(group_id, expired):
+            return False
         if group.is_empty and len(expired) == len(offsets):
-            records.extend(consumer_group_tombstones(group_id))
-        return records
+            return run.add(list(consumer_group_tombstones(group_id)))
+        return True
 
 
 def _fetched(partition: int, value: OffsetCommitValue | None) -> api.FetchedPartition:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kafkacoord.codecs.batch_size import MAX_BATCH_BYTES, batch_bytes
 from kafkacoord.codecs.models import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 from kafkacoord.coordinator.groups.classic_group import ClassicGroup
 from kafkacoord.coordinator.groups.config import GroupConfig
@@ -14,6 +15,7 @@ from kafkacoord.coordinator.groups.offsets import (
 from kafkacoord.coordinator.groups.scheduling import EXPIRATION_TIMER
 from kafkacoord.coordinator.groups.state import GroupState
 from kafkacoord.coordinator.protocol import group_api as api
+from kafkacoord.coordinator.runtime.shard import Record
 
 from .groupdriver import SESSION, Driver, commit_body
 
@@ -187,3 +189,32 @@ def test_loaded_empty_group_expires_from_its_state_timestamp() -> None:
     assert not loaded.fire_timers(empty_since + RETENTION - 1).records
     out = loaded.fire_timers(empty_since + RETENTION + INTERVAL)
     assert [r.key for r in out.records] == [OffsetCommitKey(G, "t", 0), GroupMetadataKey(G)]
+
+
+def test_an_expiry_larger_than_one_batch_is_written_over_several_runs() -> None:
+    """24,000 offsets expire at once: more tombstones than one batch the broker takes. Each
+    run writes what fits and the next follows a millisecond later, until all are gone."""
+    d = Driver(CFG)
+    groups = [f"wide-{i}" for i in range(12)]
+    for group in groups:
+        d.call(commit_body(group, {("topic-with-a-name", p): p for p in range(2_000)}))
+    committed = d.now
+    d.advance_to(committed + RETENTION - 1)  # nothing expired yet
+    assert all(len(d.shard.committed_offsets(g)) == 2_000 for g in groups)
+    runs: list[list[Record]] = []
+    while (deadline := d.shard.next_deadline_ms()) is not None and len(runs) < 20:
+        if runs and not runs[-1]:
+            break  # the periodic run after the last cut one: nothing left
+        d.now = max(d.now, deadline)
+        runs.append(d.apply(d.shard.fire_timers(d.now)).records)
+    written = [r for r in runs if r]
+    assert len(written) >= 3
+    for records in written:
+        assert batch_bytes([r.raw for r in records if r.raw is not None]) <= MAX_BATCH_BYTES
+        assert all(r.raw is not None for r in records)
+    tombstones = [r for records in written for r in records]
+    assert all(r.value is None for r in tombstones)
+    offsets = [r.key for r in tombstones if isinstance(r.key, OffsetCommitKey)]
+    assert len(offsets) == len(set(offsets)) == 24_000
+    assert {r.key for r in tombstones} - set(offsets) == {GroupMetadataKey(g) for g in groups}
+    assert all(d.shard.group(g) is None for g in groups)
