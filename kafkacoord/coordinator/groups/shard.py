@@ -339,16 +339,16 @@ def _check_fits_one_batch(api_name: str, records: list[Record]) -> None:
         size += record_bytes(record.raw)
     if size <= _MAX_RECORDS_BYTES:
         return
-    code = (
-        ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-        if api_name == "OffsetCommit"
-        else ErrorCode.UNKNOWN_SERVER_ERROR
-    )
-    raise ProtocolError(
-        code,
+    message = (
         f"{api_name} would write {len(records)} records of up to {size} bytes, more than one "
-        f"batch of {MAX_BATCH_BYTES} bytes holds; send fewer partitions in each request",
+        f"batch of {MAX_BATCH_BYTES} bytes holds"
     )
+    if api_name == "OffsetCommit":
+        raise ProtocolError(
+            ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+            f"{message}; send fewer partitions in each request",
+        )
+    raise ProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR, message)
 
 
 def _error_reply(request: Request, code: ErrorCode, message: str | None) -> Reply:

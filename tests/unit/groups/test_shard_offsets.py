@@ -358,3 +358,19 @@ def test_a_commit_whose_records_cannot_fit_one_batch_is_refused_alone() -> None:
     assert len(d.log) == len(logged) + 200
     assert d.call(commit_body(G, {("t", 0): 6})).error is ErrorCode.NONE
     assert fetch(d)[("t", 0)].offset == 6
+
+
+def test_deleting_a_group_whose_tombstones_cannot_fit_one_batch_is_refused() -> None:
+    """12,000 offsets: their tombstones take more than one batch. Deleting a group is
+    one change, so it is refused whole and the group keeps its offsets."""
+    d = Driver()
+    for chunk in range(6):
+        partitions = range(chunk * 2_000, (chunk + 1) * 2_000)
+        offsets = {("topic-with-a-name", p): 1 for p in partitions}
+        assert d.call(commit_body("big", offsets)).error is ErrorCode.NONE
+    logged = list(d.log)
+    reply = d.call(api.DeleteGroups(groups=["big"]))
+    assert reply.error is ErrorCode.UNKNOWN_SERVER_ERROR
+    assert "more than one batch" in (reply.message or "")
+    assert d.log == logged
+    assert len(d.shard.committed_offsets("big")) == 12_000
