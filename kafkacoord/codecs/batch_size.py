@@ -20,6 +20,9 @@ with room to spare. An internal topic set lower than that refuses larger batches
 BATCH_OVERHEAD_BYTES: Final = 61
 """A v2 record batch's header."""
 
+MAX_RECORDS_BYTES: Final = MAX_BATCH_BYTES - BATCH_OVERHEAD_BYTES
+"""What the records of one batch may take (:func:`records_bytes`)."""
+
 RECORD_OVERHEAD_BYTES: Final = 64
 """A v2 record's length, attributes, timestamp and offset deltas, key and value lengths and
 header count (varints at their widest: 27 bytes) and the leader-epoch header each record
@@ -48,6 +51,7 @@ def batch_bytes(records: Iterable[RawRecord]) -> int:
 __all__ = [
     "BATCH_OVERHEAD_BYTES",
     "MAX_BATCH_BYTES",
+    "MAX_RECORDS_BYTES",
     "RECORD_OVERHEAD_BYTES",
     "RawRecord",
     "batch_bytes",

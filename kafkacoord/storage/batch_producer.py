@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 import structlog
 from confluent_kafka import KafkaException
 
-from kafkacoord.codecs.batch_size import BATCH_OVERHEAD_BYTES, MAX_BATCH_BYTES, records_bytes
+from kafkacoord.codecs.batch_size import MAX_RECORDS_BYTES, records_bytes
 from kafkacoord.loops import new_event_loop
 from kafkacoord.threads import spawn
 
@@ -406,7 +406,7 @@ class ProducerSession:
             size = records_bytes(item.records)
             if key in deferred or (
                 parts and (parts[0][0].headers != item.headers
-                           or sizes[key] + size > MAX_BATCH_BYTES - BATCH_OVERHEAD_BYTES)
+                           or sizes[key] + size > MAX_RECORDS_BYTES)
             ):  # fmt: skip
                 deferred.add(key)  # and everything after it, to keep the partition's order
                 later.append(item)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from kafkacoord.codecs.batch_size import BATCH_OVERHEAD_BYTES, MAX_BATCH_BYTES, record_bytes
+from kafkacoord.codecs.batch_size import MAX_RECORDS_BYTES
 from kafkacoord.codecs.models import (
     AdminOffset,
     AvroModel,
@@ -24,13 +24,7 @@ from kafkacoord.coordinator.protocol import ErrorCode, ProtocolError
 from kafkacoord.coordinator.protocol import group_api as api
 from kafkacoord.coordinator.protocol.binary_commit import OffsetCommitRequest
 from kafkacoord.coordinator.protocol.binary_fetch import OffsetFetchRequest
-from kafkacoord.coordinator.runtime.shard import (
-    Record,
-    Reply,
-    RequestRef,
-    Result,
-    encode_records,
-)
+from kafkacoord.coordinator.runtime.shard import Record, Reply, RequestRef, Result, encoded_bytes
 
 from .audit import admin_records, is_admin_commit
 from .classic_group import ClassicGroup
@@ -71,16 +65,13 @@ class _ExpiryRun:
     def __init__(self) -> None:
         self.records: list[Record] = []
         self.cut = False  # some expired record did not fit: run again soon
-        self._room = MAX_BATCH_BYTES - BATCH_OVERHEAD_BYTES
+        self._room = MAX_RECORDS_BYTES
 
     def add(self, records: list[Record]) -> bool:
         """Take ``records`` whole if they fit; False (and a cut run) if not."""
         if self.cut:
             return False
-        encode_records(records)
-        size = 0
-        for record in records:
-            size += record_bytes(record.raw)  # type: ignore[arg-type]
+        size = encoded_bytes(records)
         if size > self._room:
             self.cut = True
             return False

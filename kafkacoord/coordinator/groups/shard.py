@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Final
 
-from kafkacoord.codecs.batch_size import BATCH_OVERHEAD_BYTES, MAX_BATCH_BYTES, record_bytes
+from kafkacoord.codecs.batch_size import MAX_BATCH_BYTES, MAX_RECORDS_BYTES
 from kafkacoord.codecs.models import (
     GroupAdminKey,
     GroupCause,
@@ -57,7 +57,14 @@ from kafkacoord.coordinator.protocol.binary import BINARY_BODIES
 from kafkacoord.coordinator.protocol.binary_commit import BinaryHeartbeat, BinaryOffsetCommit
 from kafkacoord.coordinator.protocol.binary_consumer import BinaryConsumerHeartbeat
 from kafkacoord.coordinator.protocol.binary_fetch import BinaryOffsetFetch
-from kafkacoord.coordinator.runtime.shard import Record, Reply, Request, Result, encode_records
+from kafkacoord.coordinator.runtime.shard import (
+    Record,
+    Reply,
+    Request,
+    Result,
+    encode_records,
+    encoded_bytes,
+)
 
 from .admin import GroupAdmin
 from .classic_group import ClassicGroup, GroupSnapshot
@@ -325,19 +332,12 @@ def _refused(request: Request, code: ErrorCode, message: str) -> Result:
     return Result(replies=[Reply(request.ref, request.api, code, None, message)])
 
 
-# A handler's records go out in one batch: more than fit one are refused before they replay.
-_MAX_RECORDS_BYTES: Final = MAX_BATCH_BYTES - BATCH_OVERHEAD_BYTES
-
-
 def _check_fits_one_batch(api_name: str, records: list[Record]) -> None:
     """ProtocolError if ``records`` (encoded) cannot fit one batch the broker takes: for
     OffsetCommit INVALID_COMMIT_OFFSET_SIZE, as Kafka answers a commit whose append is too
     large; for any other request UNKNOWN_SERVER_ERROR, as Kafka's coordinator does."""
-    size = 0
-    for record in records:
-        assert record.raw is not None  # encode_records made it
-        size += record_bytes(record.raw)
-    if size <= _MAX_RECORDS_BYTES:
+    size = encoded_bytes(records)
+    if size <= MAX_RECORDS_BYTES:
         return
     message = (
         f"{api_name} would write {len(records)} records of up to {size} bytes, more than one "

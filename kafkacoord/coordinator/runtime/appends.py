@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from kafkacoord.codecs.batch_size import BATCH_OVERHEAD_BYTES, MAX_BATCH_BYTES, record_bytes
+from kafkacoord.codecs.batch_size import MAX_RECORDS_BYTES
 from kafkacoord.coordinator.protocol import ErrorCode
 from kafkacoord.storage.cache import Change
 from kafkacoord.storage.errors import AppendError
@@ -36,13 +36,11 @@ from kafkacoord.storage.errors import AppendError
 from .host_parts import HostParts, HostStats
 from .observer import HostObserver
 from .reply_cache import ReplyCache
-from .shard import RawRecord, Reply, ReplySink, Result, encode_records, raw_records
+from .shard import RawRecord, Reply, ReplySink, Result, encoded_bytes, raw_records
 from .turn import Turn
 from .writer import ShardWriter, WriterFencedError
 
 log = structlog.get_logger(__name__)
-
-_MAX_RECORDS_BYTES = MAX_BATCH_BYTES - BATCH_OVERHEAD_BYTES
 
 
 @dataclass(slots=True)
@@ -124,10 +122,8 @@ class AppendPipeline:
         one of its own if the open batch has no room for its records."""
         size = 0
         if result.records:
-            encode_records(result.records)  # as replayed; a no-op unless made elsewhere
-            for record in result.records:
-                size += record_bytes(record.raw)  # type: ignore[arg-type]
-            if self._open.records and self._open_bytes + size > _MAX_RECORDS_BYTES:
+            size = encoded_bytes(result.records)  # encoded as they were replayed
+            if self._open.records and self._open_bytes + size > MAX_RECORDS_BYTES:
                 self._sealed.append(self._open)
                 self._open, self._open_bytes = Result(), 0
         self._open.extend(result)

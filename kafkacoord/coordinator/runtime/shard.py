@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kafkacoord.codecs import encode_record
+from kafkacoord.codecs.batch_size import record_bytes
 from kafkacoord.codecs.models import AvroModel
 from kafkacoord.codecs.models.base import value_class_with_init
 from kafkacoord.coordinator.protocol import Body, ErrorCode
@@ -66,6 +67,15 @@ def encode_records(records: Sequence[Record]) -> None:
         if record.raw is None:
             # The one field set after construction: bytes of the same value, not state.
             record.raw = encode_record(record.key, record.value)
+
+
+def encoded_bytes(records: Sequence[Record]) -> int:
+    """The most ``records`` take in a batch, encoding any that are not encoded yet."""
+    encode_records(records)
+    size = 0
+    for record in records:
+        size += record_bytes(record.raw)  # type: ignore[arg-type]
+    return size
 
 
 def raw_records(records: Sequence[Record]) -> list[RawRecord]:
